@@ -1,0 +1,58 @@
+"""The headless command line: ``lumos inspect|replay|estimate|synth|sweep``.
+
+Each subcommand lives in ``lumos_core/commands/<name>.py`` and provides ``add_arguments(parser)``
+and ``run(args) -> int``. Errors that Lumos raises on purpose (:class:`LumosError`) are printed as
+one line on stderr with exit code 2; anything else is a bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from .errors import Cancelled, LumosError
+
+# name -> one-line help; the module lumos_core.commands.<name> implements it.
+COMMANDS: dict[str, str] = {
+    "inspect": "summarise a trace folder: ranks, streams, iterations, clock offsets",
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="lumos",
+        description="Lumos: replay and what-if estimation of LLM training from PyTorch profiler traces.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, help_text in COMMANDS.items():
+        module = importlib.import_module(f"lumos_core.commands.{name}")
+        p = sub.add_parser(name, help=help_text, description=getattr(module, "DESCRIPTION", help_text),
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
+        module.add_arguments(p)
+        p.set_defaults(_run=module.run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "command", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args._run(args) or 0)
+    except Cancelled:
+        print("lumos: cancelled", file=sys.stderr)
+        return 130
+    except KeyboardInterrupt:
+        print("lumos: interrupted", file=sys.stderr)
+        return 130
+    except LumosError as exc:
+        print(f"lumos {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
