@@ -31,5 +31,5 @@ class ConfigError(LumosError):
     """A what-if configuration is invalid (e.g. layers not divisible by pipeline stages)."""
 
 
-class Cancelled(LumosError):  # noqa: N818 - it is an outcome, not a failure
+class Cancelled(LumosError):
     """Raised by a progress callback to stop a long-running job."""

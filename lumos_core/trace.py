@@ -181,8 +181,19 @@ class Collectives:
         return cls(i32, i8, i64, i64, i8, i32, i32, i32, i64, i32, i8)
 
 
-COLLECTIVE_COLUMNS = ("event", "kind", "in_nelems", "out_nelems", "dtype_bytes", "pg", "group_size",
-                      "group_ranks", "seq", "peer", "source")
+COLLECTIVE_COLUMNS = (
+    "event",
+    "kind",
+    "in_nelems",
+    "out_nelems",
+    "dtype_bytes",
+    "pg",
+    "group_size",
+    "group_ranks",
+    "seq",
+    "peer",
+    "source",
+)
 
 
 @dataclass
@@ -327,6 +338,7 @@ class Job:
     skipped: list[SkippedFile] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     alignment: dict[str, Any] = field(default_factory=dict)
+    collective_match: Any = None  # lumos_core.collectives.CollectiveMatch, set by the loader
 
     def rank(self, r: int) -> RankTrace:
         for t in self.ranks:

@@ -1,0 +1,27 @@
+"""``lumos`` entry point: engine subcommands run headless; anything else opens the desktop app.
+
+``lumos inspect|replay|estimate|synth|sweep ...`` go to :mod:`lumos_core.cli` without importing Qt,
+so the command line works on machines without a display (or without PySide6 at all).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    from lumos_core.cli import COMMANDS
+
+    if args and args[0] in COMMANDS:
+        from lumos_core.cli import main as cli_main
+
+        return cli_main(args)
+    from app.launch import run_app
+
+    return run_app(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,479 @@
+"""Read one Kineto trace file into a :class:`~lumos_core.trace.RankTrace` (columnar, rank-local time).
+
+This is the per-rank work the loader runs in parallel processes: read (gzip detected by its magic
+bytes, not by the file name), parse with orjson, convert the event dicts to numpy columns in one
+pass, then derive what needs only this rank (nesting, launch links, collectives, stream roles,
+iterations). The dict tree is dropped before returning, so a worker holds one rank's tree at most.
+
+Times here are nanoseconds from the rank's own first timestamp; the loader later moves every rank
+onto the job's common, clock-aligned time base.
+"""
+
+from __future__ import annotations
+
+import gc
+import gzip
+import json
+import math
+import re
+import zlib
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+
+from .errors import TraceError
+from .kineto_schema import CATEGORY_KIND, FLOW_CATEGORY, GPU_LANE_KINDS
+from .rank_analysis import analyse_rank
+from .trace import Collectives, Kind, Lane, RankTrace
+
+# Profiler window spans ("Trace" category) describe the recording, not work; they are not events.
+_SKIPPED_CATEGORIES = frozenset({"Trace"})
+_STREAM_NAME = re.compile(r"stream\s*(-?\d+)", re.IGNORECASE)
+_MAX_SPAN_US = 1e12  # ~11.6 days: a longer span means corrupt timestamps, not a real recording
+
+
+def read_trace_json(path: str | Path) -> Any:
+    """Read and parse a trace file (plain or gzip JSON). Raises TraceError with a useful message."""
+    p = Path(path)
+    try:
+        data = p.read_bytes()
+    except IsADirectoryError:
+        raise TraceError("is a folder, not a trace file", str(p)) from None
+    except OSError as exc:
+        raise TraceError(f"cannot read file ({exc.strerror or exc})", str(p)) from None
+    if data[:2] == b"\x1f\x8b":
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError, zlib.error) as exc:
+            raise TraceError(f"gzip data is truncated or corrupt ({exc})", str(p)) from None
+    if not data.strip():
+        raise TraceError("file is empty", str(p))
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        first_error = exc
+    # orjson rejects NaN/Infinity literals and integers beyond 64 bits, which some writers emit;
+    # the standard library accepts them. Only if both fail is the file really not JSON.
+    try:
+        return json.loads(data)
+    except (ValueError, RecursionError):
+        pass
+    hint = ""
+    if first_error.pos >= len(data.rstrip()) - 1:
+        hint = " - the file looks truncated (the writing job may have been killed)"
+    elif p.suffix == ".gz" and data[:1] not in (b"{", b"["):
+        hint = " - named .gz but is not gzip data"
+    raise TraceError(f"not valid JSON: {first_error.msg} at byte {first_error.pos}{hint}", str(p))
+
+
+def parse_trace_file(path: str | Path) -> RankTrace:
+    """Parse one rank file into a RankTrace with rank-local times (rank = -1: assigned by the loader)."""
+    # The dict tree holds hundreds of thousands of containers and has no cycles; letting the
+    # cyclic garbage collector scan it again and again while we build columns costs up to 2x.
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        doc = read_trace_json(path)
+        return convert_document(doc, str(path))
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _events_of(doc: Any, path: str) -> tuple[list[Any], dict[str, Any]]:
+    if isinstance(doc, dict):
+        events = doc.get("traceEvents")
+        if not isinstance(events, list):
+            raise TraceError("JSON but not a Kineto trace: no 'traceEvents' list", path)
+        meta = {k: v for k, v in doc.items() if k != "traceEvents"}
+        return events, meta
+    if isinstance(doc, list):  # the Chrome trace "array format" (e.g. PyTorch 1.8)
+        if doc and not any(isinstance(e, dict) and "ph" in e for e in doc[:100]):
+            raise TraceError("JSON list but not a trace: its items are not trace events", path)
+        return doc, {}
+    raise TraceError("JSON but not a Kineto trace: top level is neither an object nor a list", path)
+
+
+def _as_int(v: Any) -> int:
+    """An integer id from an arg (int, integral float or numeric string), -1 when absent/invalid."""
+    t = type(v)
+    if t is int:
+        return v if -(2**63) <= v < 2**63 else -1  # type: ignore[no-any-return]
+    if t is float and math.isfinite(v) and v == int(v) and abs(v) < 2**63:
+        return int(v)
+    if t is str and v.lstrip("-").isdigit():
+        i = int(v)
+        return i if -(2**63) <= i < 2**63 else -1
+    return -1
+
+
+def _as_number(v: Any) -> float | int | None:
+    """A finite number from a ts/dur field, or None. Strings holding numbers are accepted."""
+    t = type(v)
+    if t is int or t is float:
+        return v if (t is int or math.isfinite(v)) else None  # type: ignore[no-any-return]
+    if t is str:
+        try:
+            f = float(v)
+        except ValueError:
+            return None
+        if not math.isfinite(f):
+            return None
+        return int(v) if v.strip().lstrip("-").isdigit() else f
+    return None
+
+
+def _dump_args(args: Any) -> bytes:
+    try:
+        return orjson.dumps(args)
+    except TypeError:  # integers beyond 64 bits
+        return json.dumps(args, default=str).encode()
+
+
+class _Interner:
+    __slots__ = ("ids", "strings")
+
+    def __init__(self) -> None:
+        self.ids: dict[str, int] = {}
+        self.strings: list[str] = []
+
+    def __call__(self, s: Any) -> int:
+        if type(s) is not str:
+            s = "" if s is None else str(s)
+        i = self.ids.get(s)
+        if i is None:
+            i = self.ids[s] = len(self.strings)
+            self.strings.append(s)
+        return i
+
+
+def _gpu_lane_key(pid: Any, tid: Any, args: Any) -> tuple[bool, Any, Any]:
+    """GPU events' lane: (True, device, stream); args win over pid/tid ("stream 7" in legacy traces)."""
+    device = stream = None
+    if type(args) is dict:
+        device = args.get("device")
+        stream = args.get("stream")
+    if type(device) is not int:
+        device = pid if type(pid) is int else 0
+    if type(stream) is not int:
+        if type(tid) is int:
+            stream = tid
+        else:
+            m = _STREAM_NAME.search(str(tid))
+            stream = int(m.group(1)) if m else str(tid)
+    return (True, device, stream)
+
+
+def _numeric_id(v: Any) -> int:
+    """pid/tid as an int: ints stay, numeric strings convert, other strings get a stable hash."""
+    if type(v) is int:
+        return v  # type: ignore[no-any-return]
+    s = str(v)
+    if s.lstrip("-").isdigit():
+        return int(s)
+    return -(zlib.crc32(s.encode()) & 0x7FFFFFFF) - 1  # negative: never a real OS id
+
+
+def convert_document(doc: Any, path: str) -> RankTrace:
+    """Turn a parsed trace document into columns (one pass over the events)."""
+    events, meta = _events_of(doc, path)
+    intern = _Interner()
+    warnings: list[str] = []
+
+    # Column lists for timed events.
+    c_kind: list[int] = []
+    c_cat: list[int] = []
+    c_name: list[int] = []
+    c_lane: list[int] = []
+    c_ts: list[Any] = []
+    c_dur: list[Any] = []
+    c_corr: list[int] = []
+    c_ext: list[int] = []
+    c_args: list[bytes] = []
+    lane_ids: dict[tuple[bool, Any, Any], int] = {}
+    # Flows and instants.
+    f_kind: list[int] = []
+    f_id: list[int] = []
+    f_phase: list[int] = []
+    f_ts: list[Any] = []
+    f_lane: list[tuple[bool, Any, Any]] = []
+    i_name: list[int] = []
+    i_ts: list[Any] = []
+    thread_names: dict[tuple[Any, Any], str] = {}
+
+    bad_time = neg_dur = other_phase = malformed = 0
+    kind_of = {cat: int(k) for cat, k in CATEGORY_KIND.items()}
+    gpu_kinds = {int(k) for k in GPU_LANE_KINDS}
+    other = int(Kind.OTHER)
+    skipped = _SKIPPED_CATEGORIES
+    for e in events:
+        if type(e) is not dict:
+            continue
+        try:
+            ph = e.get("ph")
+            if ph == "X":
+                cat = e.get("cat")
+                if cat in skipped:
+                    continue
+                ts = e.get("ts")
+                dur = e.get("dur", 0)
+                if type(ts) is not float and type(ts) is not int:
+                    ts = _as_number(ts)
+                    if ts is None:
+                        bad_time += 1
+                        continue
+                elif ts != ts:  # NaN
+                    bad_time += 1
+                    continue
+                if type(dur) is not float and type(dur) is not int:
+                    dur = _as_number(dur)
+                    if dur is None:
+                        bad_time += 1
+                        continue
+                if not dur >= 0:  # negative or NaN
+                    neg_dur += 1
+                    dur = 0
+                kind = kind_of.get(cat, other) if type(cat) is str else other
+                args = e.get("args")
+                if kind in gpu_kinds:
+                    key = _gpu_lane_key(e.get("pid"), e.get("tid"), args)
+                else:
+                    key = (False, e.get("pid"), e.get("tid"))
+                lane = lane_ids.get(key)
+                if lane is None:
+                    lane = lane_ids[key] = len(lane_ids)
+                if type(args) is dict:
+                    corr = args.get("correlation", -1)
+                    ext = args.get("External id", -1)
+                    if ext == -1:
+                        ext = args.get("external id", -1)
+                    c_corr.append(corr if type(corr) is int else _as_int(corr))
+                    c_ext.append(ext if type(ext) is int else _as_int(ext))
+                    c_args.append(_dump_args(args) if args else b"")
+                else:
+                    c_corr.append(-1)
+                    c_ext.append(-1)
+                    c_args.append(b"" if args is None else _dump_args({"args": args}))
+                c_kind.append(kind)
+                c_cat.append(intern(cat))
+                c_name.append(intern(e.get("name")))
+                c_lane.append(lane)
+                c_ts.append(ts)
+                c_dur.append(dur)
+            elif ph == "s" or ph == "f" or ph == "t":
+                ts = _as_number(e.get("ts"))
+                fid = _as_int(e.get("id"))
+                if ts is None or fid < 0:
+                    continue
+                key = (False, e.get("pid"), e.get("tid"))
+                hash(key)
+                f_kind.append(FLOW_CATEGORY.get(e.get("cat"), 2) if type(e.get("cat")) is str else 2)
+                f_id.append(fid)
+                f_phase.append(0 if ph == "s" else 1)
+                f_ts.append(ts)
+                f_lane.append(key)
+            elif ph == "M":
+                margs = e.get("args")
+                if e.get("name") == "thread_name" and type(margs) is dict:
+                    key2 = (e.get("pid"), e.get("tid"))
+                    name = str(margs.get("name", "")).strip()
+                    # A thread can be named twice ("python", then "pt_autograd_0"): keep the telling one.
+                    if name and (not thread_names.get(key2) or "autograd" in name):
+                        thread_names[key2] = name
+            elif ph == "i" or ph == "I":
+                ts = _as_number(e.get("ts"))
+                if ts is not None:
+                    i_name.append(intern(e.get("name")))
+                    i_ts.append(ts)
+            elif ph is not None:
+                other_phase += 1
+        except (TypeError, ValueError, AttributeError, OverflowError):
+            # Unhashable pid/tid, odd field types: skip the event, keep the file.
+            malformed += 1
+            n = len(c_ts)
+            for col in (c_kind, c_cat, c_name, c_lane, c_ts, c_dur, c_corr, c_ext, c_args):
+                del col[n:]
+    if malformed:
+        warnings.append(f"skipped {malformed} malformed events (fields of the wrong type)")
+
+    if not c_ts:
+        raise TraceError("trace has no timed events (no complete 'X' events)", path)
+    if bad_time:
+        warnings.append(f"skipped {bad_time} events with a missing or non-numeric ts/dur")
+    if neg_dur:
+        warnings.append(f"{neg_dur} events had a negative or invalid duration; set to 0")
+    if other_phase:
+        warnings.append(f"ignored {other_phase} events of phases other than X/s/f/i/M")
+
+    # ---- times: integer ns from the rank's first timestamp (keeps ns precision of float µs) ----
+    keep = _plausible_times(c_ts, c_dur)
+    if keep is not None:
+        warnings.append(
+            f"skipped {len(c_ts) - len(keep)} events whose ts/dur lie years away from the rest "
+            "(corrupt values)"
+        )
+        c_kind, c_cat, c_name, c_lane, c_ts, c_dur, c_corr, c_ext, c_args = (
+            [col[i] for i in keep]
+            for col in (c_kind, c_cat, c_name, c_lane, c_ts, c_dur, c_corr, c_ext, c_args)
+        )
+    base_us = math.floor(min(c_ts))
+    ts_ns = _to_ns(c_ts, base_us)
+    dur_ns = _to_ns(c_dur, 0)
+    f_keep = [i for i, t in enumerate(f_ts) if abs(t - base_us) < _MAX_SPAN_US]
+    if len(f_keep) < len(f_ts):
+        f_kind, f_id, f_phase, f_ts, f_lane = (
+            [col[i] for i in f_keep] for col in (f_kind, f_id, f_phase, f_ts, f_lane)
+        )
+    i_keep = [i for i, t in enumerate(i_ts) if abs(t - base_us) < _MAX_SPAN_US]
+    if len(i_keep) < len(i_ts):
+        i_name, i_ts = [i_name[i] for i in i_keep], [i_ts[i] for i in i_keep]
+    base_ns_meta = meta.get("baseTimeNanoseconds")
+    raw_shift = base_us * 1000 + (base_ns_meta if type(base_ns_meta) is int and base_ns_meta > 0 else 0)
+
+    kind_a = np.asarray(c_kind, np.int8)
+    lane_a = np.asarray(c_lane, np.int32)
+    order = np.lexsort((-dur_ns, ts_ns, lane_a))
+    n_lanes = len(lane_ids)
+
+    lanes = _make_lanes(lane_ids, thread_names)
+    args_list = [c_args[i] for i in order.tolist()]
+    lengths = np.fromiter((len(b) for b in args_list), np.int64, len(args_list))
+    offsets = np.zeros(len(args_list) + 1, np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    args_data = np.frombuffer(b"".join(args_list), np.uint8).copy()
+    lane_sorted = lane_a[order]
+    lane_begin = np.searchsorted(lane_sorted, np.arange(n_lanes + 1)).astype(np.int64)
+
+    n = len(order)
+    rank = RankTrace(
+        rank=-1,
+        file=path,
+        rank_source="",
+        strings=intern.strings,
+        lanes=lanes,
+        kind=kind_a[order],
+        cat=np.asarray(c_cat, np.int32)[order],
+        name=np.asarray(c_name, np.int32)[order],
+        lane=lane_sorted,
+        start=ts_ns[order],
+        dur=dur_ns[order],
+        correlation=np.asarray(c_corr, np.int64)[order],
+        external_id=np.asarray(c_ext, np.int64)[order],
+        depth=np.zeros(n, np.int16),
+        parent=np.full(n, -1, np.int32),
+        launch=np.full(n, -1, np.int32),
+        args_offsets=offsets,
+        args_data=args_data,
+        lane_begin=lane_begin,
+        collectives=Collectives.empty(),
+        flow_kind=np.asarray(f_kind, np.int8),
+        flow_id=np.asarray(f_id, np.int64),
+        flow_phase=np.asarray(f_phase, np.int8),
+        flow_ts=_to_ns(f_ts, base_us),
+        flow_event=np.full(len(f_ts), -1, np.int32),
+        instant_name=np.asarray(i_name, np.int32),
+        instant_ts=_to_ns(i_ts, base_us),
+        iterations=[],
+        metadata=_clean_metadata(meta),
+        raw_shift_ns=raw_shift,
+        warnings=warnings,
+    )
+    del events, doc
+    analyse_rank(rank, flow_lanes=[_flow_lane(k, p, lane_ids) for k, p in zip(f_lane, f_phase)])
+    return rank
+
+
+def _flow_lane(
+    key: tuple[bool, Any, Any], phase: int, lane_ids: dict[tuple[bool, Any, Any], int]
+) -> tuple[int, int]:
+    """Candidate lanes of a flow endpoint: its CPU thread and the GPU stream with the same ids.
+
+    Flow events carry only pid/tid; a finishing ac2g endpoint usually sits on a stream."""
+    _, pid, tid = key
+    cpu = lane_ids.get((False, pid, tid), -1)
+    stream = tid
+    if type(stream) is not int:
+        m = _STREAM_NAME.search(str(tid))
+        stream = int(m.group(1)) if m else tid
+    gpu = lane_ids.get((True, pid, stream), -1)
+    return (gpu, cpu) if phase == 1 else (cpu, gpu)
+
+
+def _plausible_times(ts: list[Any], dur: list[Any]) -> list[int] | None:
+    """Indices of events whose times are plausible, or None when all are (the common case).
+
+    One corrupt timestamp must not make every other event unusable, so events lying more than
+    about 11 days from the median start, or lasting longer than that, are dropped.
+    """
+    ts_f = np.asarray([float(v) for v in ts] if not all(type(v) is float for v in ts) else ts, np.float64)
+    dur_f = np.asarray([float(v) for v in dur], np.float64)
+    med = float(np.median(ts_f))
+    ok = (np.abs(ts_f - med) < _MAX_SPAN_US / 2) & (dur_f < _MAX_SPAN_US / 2)
+    if ok.all():
+        return None
+    return np.flatnonzero(ok).tolist()  # type: ignore[no-any-return]
+
+
+def _to_ns(values: list[Any], base_us: int) -> np.ndarray:
+    """µs values (ints or floats) minus ``base_us`` -> int64 ns, exact for ints, rounded for floats."""
+    if not values:
+        return np.zeros(0, np.int64)
+    if all(type(v) is int for v in values):
+        return (np.asarray([v - base_us for v in values], dtype=np.int64)) * 1000
+    arr = np.asarray(values, dtype=np.float64) - float(base_us)
+    return np.rint(arr * 1000.0).astype(np.int64)
+
+
+def _make_lanes(
+    lane_ids: dict[tuple[bool, Any, Any], int], thread_names: dict[tuple[Any, Any], str]
+) -> list[Lane]:
+    lanes: list[Lane] = [None] * len(lane_ids)  # type: ignore[list-item]
+    for (is_gpu, a, b), idx in lane_ids.items():
+        if is_gpu:
+            stream = b if type(b) is int else _numeric_id(b)
+            device = a if type(a) is int else _numeric_id(a)
+            lanes[idx] = Lane(
+                index=idx,
+                is_gpu=True,
+                pid=device,
+                tid=stream,
+                name=f"stream {stream}",
+                device=device,
+                stream=stream,
+            )
+        else:
+            lanes[idx] = Lane(
+                index=idx,
+                is_gpu=False,
+                pid=_numeric_id(a),
+                tid=_numeric_id(b),
+                name=thread_names.get((a, b), ""),
+            )
+    return lanes
+
+
+_KEEP_META = (
+    "schemaVersion",
+    "deviceProperties",
+    "distributedInfo",
+    "traceName",
+    "displayTimeUnit",
+    "baseTimeNanoseconds",
+    "record_shapes",
+    "with_stack",
+    "with_modules",
+    "with_flops",
+    "cuda_runtime_version",
+    "cuda_driver_version",
+    "cupti_version",
+    "trace_id",
+)
+
+
+def _clean_metadata(meta: dict[str, Any]) -> dict[str, Any]:
+    """Top-level keys worth keeping (small); lumos_* keys from our own synthetic traces too."""
+    out = {k: meta[k] for k in _KEEP_META if k in meta}
+    out.update({k: v for k, v in meta.items() if k.startswith("lumos_")})
+    return out

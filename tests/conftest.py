@@ -1,0 +1,36 @@
+"""Shared test configuration: offscreen Qt, an isolated cache, and paths to the real traces."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+# Qt must never look for a display in tests (CI has none).
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED_TRACES = (REPO.parent / "shared" / "traces").resolve()
+HAVE_SHARED = SHARED_TRACES.is_dir()
+
+needs_shared = pytest.mark.skipif(
+    not HAVE_SHARED, reason=f"real traces not available: {SHARED_TRACES} does not exist (../shared is absent)"
+)
+
+
+def shared(*parts: str) -> Path:
+    """Path inside ../shared/traces (tests using it must be marked ``needs_shared``)."""
+    return SHARED_TRACES.joinpath(*parts)
+
+
+def shared_file(folder: str, pattern: str) -> Path:
+    matches = sorted(shared(folder).glob(pattern))
+    assert matches, f"no {pattern} in {folder}"
+    return matches[0]
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _isolated_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Never touch the user's real cache from tests."""
+    os.environ["LUMOS_CACHE_DIR"] = str(tmp_path_factory.mktemp("lumos-cache"))
