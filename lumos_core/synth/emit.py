@@ -1,0 +1,227 @@
+"""Kineto events of one synthetic rank, shaped like PyTorch 2.x + Megatron-LM traces.
+
+:class:`Emitter` receives times from :func:`.timeline.run_rank` (pass 2) and builds the event
+dicts: ``cpu_op`` / ``user_annotation`` ranges on the main and autograd threads, ``cuda_runtime``
+launches with correlation ids and ``ac2g`` flows, kernels on the compute and NCCL streams,
+``record_param_comms`` with PyTorch's collective arguments (copied onto the NCCL kernels),
+``cudaEventRecord`` / ``cudaStreamWaitEvent`` with ``cuda_sync`` "Stream Wait Event" events,
+``cudaStreamSynchronize`` with a "Stream Sync" event, and ``ProfilerStep#N`` on CPU and GPU.
+
+Times are ns on the job's true time line; the emitter adds the rank's clock shift and writes
+microseconds with ns precision (see :mod:`.kineto_writer` for the shift convention).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ..trace import CollectiveKind
+from .plan import ROLE_PREV, ROLE_TP, CommDesc, KernelDesc
+from .timeline import RankSetup
+
+__all__ = ["STREAM_IDS", "Emitter", "RankIdentity"]
+
+# CUDA stream ids per stream index (compute, TP, DP, previous stage, next stage).
+STREAM_IDS = (7, 20, 24, 28, 32)
+
+CBID_LAUNCH = 211
+CBID_NCCL_LAUNCH = 652
+CBID_EVENT_RECORD = 135
+CBID_STREAM_WAIT = 147
+CBID_MEMCPY = 41
+CBID_STREAM_SYNC = 131
+
+
+@dataclass
+class RankIdentity:
+    """Process/thread ids and process-group facts of one rank, for event fields and args."""
+
+    rank: int
+    pid: int
+    tids: tuple[int, int]  # main, autograd
+    device: int
+    shift_ns: int  # added to true ns before writing
+    groups: tuple[tuple[str, str, int, str], tuple[str, str, int, str], tuple[str, str, int, str]]
+    # (name, desc, size, ranks text) of the TP, DP and PP groups
+    first_step: int
+
+
+class Emitter:
+    """Builds one rank's events and hands each iteration's list to ``sink``."""
+
+    def __init__(self, ident: RankIdentity, setup: RankSetup, sink: Callable[[list[dict[str, Any]]], None]) -> None:
+        self.id = ident
+        self.setup = setup
+        self.sink = sink
+        self.ev: list[dict[str, Any]] = []
+        self._ext = 0
+        self._corr = 0
+        self._event_id = 0
+        self._kernel_args: dict[int, dict[str, Any]] = {}
+        self._handles: dict[int, tuple[int, int]] = {}  # handle -> (record correlation, event id)
+        self._step_ext = 0
+        self.n_events = 0
+        self.n_gpu = 0
+        self.step_spans: list[tuple[int, int]] = []  # GPU spans of ProfilerStep#N (true ns)
+
+    # ---- ids and time ----
+    def next_ext(self) -> int:
+        self._ext += 1
+        return self._ext
+
+    def _next_corr(self) -> int:
+        self._corr += 1
+        return self._corr
+
+    def us(self, t: int) -> float:
+        return (t + self.id.shift_ns) / 1000.0
+
+    # ---- building blocks ----
+    def _x(self, cat: str, name: str, pid: int, tid: int, t0: int, t1: int, args: dict[str, Any]) -> None:
+        self.ev.append({"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": self.us(t0),
+                        "dur": (t1 - t0) / 1000.0, "args": args})
+
+    def _runtime(self, th: int, name: str, t0: int, t1: int, ext: int, cbid: int, cat: str = "cuda_runtime") -> int:
+        corr = self._next_corr()
+        self._x(cat, name, self.id.pid, self.id.tids[th], t0, t1,
+                {"External id": ext, "cbid": cbid, "correlation": corr})
+        return corr
+
+    def _gpu(self, cat: str, name: str, stream: int, t0: int, t1: int, args: dict[str, Any], th: int,
+             launch_t0: int, corr: int) -> None:
+        sid = STREAM_IDS[stream]
+        self._x(cat, name, self.id.device, sid, t0, t1, args)
+        self.ev.append({"ph": "s", "id": corr, "pid": self.id.pid, "tid": self.id.tids[th],
+                        "ts": self.us(launch_t0), "cat": "ac2g", "name": "ac2g"})
+        self.ev.append({"ph": "f", "id": corr, "pid": self.id.device, "tid": sid, "ts": self.us(t0),
+                        "cat": "ac2g", "name": "ac2g", "bp": "e"})
+        self.n_gpu += 1
+
+    def _gpu_args(self, stream: int, ext: int, corr: int) -> dict[str, Any]:
+        return {"External id": ext, "queued": 0, "device": self.id.device, "context": 1,
+                "stream": STREAM_IDS[stream], "correlation": corr}
+
+    def _wait_event(self, th: int, ext: int, waiting: int, on: int, record_corr: int, event_id: int,
+                    t0: int, t1: int) -> None:
+        corr = self._runtime(th, "cudaStreamWaitEvent", t0, t1, ext, CBID_STREAM_WAIT)
+        mid = t0 + (t1 - t0) // 4
+        self._x("cuda_sync", "Stream Wait Event", self.id.device, STREAM_IDS[waiting], mid,
+                mid + max(1, (t1 - t0) // 2),
+                {"External id": ext, "cuda_sync_kind": "Stream Wait Event", "wait_on_stream": STREAM_IDS[on],
+                 "wait_on_cuda_event_record_corr_id": record_corr, "wait_on_cuda_event_id": event_id,
+                 "stream": STREAM_IDS[waiting], "correlation": corr, "device": self.id.device, "context": 1})
+
+    def _record_event(self, th: int, ext: int, t0: int, t1: int) -> tuple[int, int]:
+        corr = self._runtime(th, "cudaEventRecord", t0, t1, ext, CBID_EVENT_RECORD)
+        self._event_id += 1
+        return corr, self._event_id
+
+    # ---- what the timeline calls ----
+    def compute(self, th: int, d: KernelDesc, t0: int, t1: int, l0: int, l1: int, start: int, end: int) -> None:
+        ext = self.next_ext()
+        args: dict[str, Any] = {"External id": ext, "Record function id": 0}
+        if d.dims is not None:
+            args["Input Dims"] = d.dims
+            args["Input type"] = d.types or []
+        self._x("cpu_op", d.cpu_name, self.id.pid, self.id.tids[th], t0, t1, args)
+        corr = self._runtime(th, d.launch, l0, l1, ext, CBID_LAUNCH)
+        static = self._kernel_args.get(id(d))
+        if static is None:
+            static = self._kernel_args[id(d)] = {
+                "registers per thread": d.registers, "shared memory": d.shared_memory,
+                "blocks per SM": round(d.grid[0] * d.grid[1] * d.grid[2] / 132, 6),
+                "warps per SM": round(d.grid[0] * d.grid[1] * d.grid[2] * d.block[0] / 32 / 132, 6),
+                "grid": list(d.grid), "block": list(d.block), "est. achieved occupancy %": 50}
+        args = self._gpu_args(0, ext, corr)
+        args.update(static)
+        self._gpu("kernel", d.kernel_name, 0, start, end, args, th, l0, corr)
+
+    def _comm_args(self, c: CommDesc, key: int) -> dict[str, Any]:
+        role = c.role
+        if role >= ROLE_PREV:
+            name, desc, size, ranks = self.id.groups[2]
+            seq = key & ((1 << 21) - 1)
+        else:
+            name, desc, size, ranks = self.id.groups[0 if role == ROLE_TP else 1]
+            seq = key & 0xFFFFFFFF
+        args: dict[str, Any] = {
+            "Collective name": c.coll_name, "In msg nelems": c.in_nelems, "Out msg nelems": c.out_nelems,
+            "Group size": size, "dtype": c.dtype, "In split size": "[]", "Out split size": "[]",
+            "Global rank start": 0, "Global rank stride": 1,
+            "Process Group Name": name, "Process Group Description": desc, "Process Group Ranks": ranks,
+            "Rank": self.id.rank, "Seq": seq}
+        if role >= ROLE_PREV:
+            peer = self.setup.peers[role - ROLE_PREV]
+            me = self.id.rank
+            src, dst = (me, peer) if c.kind == CollectiveKind.SEND else (peer, me)
+            args["Src Rank"] = src
+            args["Dst Rank"] = dst
+        return args
+
+    def collective(self, th: int, c: CommDesc, setup: RankSetup, key: int, s: int, cd: int, t0: int, t1: int,
+                   a0: int, a1: int, r0: int, r1: int, w0: int, w1: int, l0: int, l1: int, kstart: int,
+                   kend: int, q0: int, q1: int, x0: int, x1: int, wait: bool, handle: int) -> None:
+        ext = self.next_ext()
+        comm = self._comm_args(c, key)
+        rpc_args: dict[str, Any] = {"External id": ext, "Record function id": 0}
+        rpc_args.update(comm)
+        self._x("cpu_op", "record_param_comms", self.id.pid, self.id.tids[th], t0, t1, rpc_args)
+        self._x("user_annotation", c.annotation, self.id.pid, self.id.tids[th], a0, a1,
+                {"External id": self.next_ext(), "Record function id": 0})
+        rec_corr, rec_id = self._record_event(th, ext, r0, r1)
+        self._wait_event(th, ext, s, 0, rec_corr, rec_id, w0, w1)
+        corr = self._runtime(th, "cuLaunchKernelEx", l0, l1, ext, CBID_NCCL_LAUNCH, cat="cuda_driver")
+        args = self._gpu_args(s, ext, corr)
+        args.update({"registers per thread": 96, "shared memory": 87_568, "blocks per SM": 0.181818,
+                     "warps per SM": 3.090909, "grid": [24, 1, 1], "block": [544, 1, 1],
+                     "est. achieved occupancy %": 0})
+        args.update(comm)
+        self._gpu("kernel", setup.comm_kernel[cd], s, kstart, kend, args, th, l0, corr)
+        end_corr, end_id = self._record_event(th, ext, q0, q1)
+        if wait:
+            self._wait_event(th, ext, 0, s, end_corr, end_id, x0, x1)
+        elif handle >= 0:
+            self._handles[handle] = (end_corr, end_id)
+
+    def wait_handle(self, th: int, handle: int, s: int, x0: int, x1: int) -> None:
+        corr, event_id = self._handles[handle]
+        self._wait_event(th, self.next_ext(), 0, s, corr, event_id, x0, x1)
+
+    def range(self, th: int, name: str, cat: str, t0: int, t1: int, ext: int) -> None:
+        self._x(cat, name, self.id.pid, self.id.tids[th], t0, t1, {"External id": ext, "Record function id": 0})
+
+    def memcpy(self, th: int, nbytes: int, t0: int, t1: int, start: int, end: int) -> None:
+        ext = self.next_ext()
+        self._x("cpu_op", "aten::_local_scalar_dense", self.id.pid, self.id.tids[th], t0 - 500, t1 + 300,
+                {"External id": ext, "Record function id": 0})
+        corr = self._runtime(th, "cudaMemcpyAsync", t0, t1, ext, CBID_MEMCPY)
+        args = self._gpu_args(0, ext, corr)
+        args["bytes"] = nbytes
+        args["memory bandwidth (GB/s)"] = round(nbytes / max(1, end - start), 6)
+        self._gpu("gpu_memcpy", "Memcpy DtoH (Device -> Pinned)", 0, start, end, args, th, t0, corr)
+
+    def stream_sync(self, th: int, t0: int, t1: int, s0: int, s1: int) -> None:
+        ext = self.next_ext()
+        corr = self._runtime(th, "cudaStreamSynchronize", t0, t1, ext, CBID_STREAM_SYNC)
+        self._x("cuda_sync", "Stream Sync", self.id.device, STREAM_IDS[0], s0, s1,
+                {"External id": ext, "cuda_sync_kind": "Stream Sync", "stream": STREAM_IDS[0],
+                 "correlation": corr, "device": self.id.device, "context": 1})
+
+    def step_begin(self, iteration: int) -> None:
+        self._step_ext = self.next_ext()
+
+    def step_end(self, iteration: int, t0: int, t1: int, gpu_first: int, gpu_last: int) -> None:
+        name = f"ProfilerStep#{self.id.first_step + iteration}"
+        self._x("user_annotation", name, self.id.pid, self.id.tids[0], t0, t1,
+                {"External id": self._step_ext, "Record function id": 0})
+        if gpu_first >= 0:
+            self._x("gpu_user_annotation", name, self.id.device, STREAM_IDS[0], gpu_first, gpu_last,
+                    {"External id": self._step_ext})
+            self.step_spans.append((gpu_first, gpu_last))
+
+    def flush(self) -> None:
+        self.n_events += len(self.ev)
+        self.sink(self.ev)
+        self.ev = []
