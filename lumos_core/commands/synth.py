@@ -38,6 +38,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     m.add_argument("--heads", type=int, help="attention heads")
     m.add_argument("--seq", type=int, help="sequence length")
     m.add_argument("--vocab", type=int, help="vocabulary size (default 51200)")
+    m.add_argument("--kv-channels", type=int, help="attention head dimension (default hidden / heads)")
     par = p.add_argument_group("parallelism and batch")
     par.add_argument("--tp", type=int, default=2, help="tensor-parallel size (default 2)")
     par.add_argument("--pp", type=int, default=2, help="pipeline-parallel stages (default 2)")
@@ -62,7 +63,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def _config_from_args(args: argparse.Namespace) -> SynthConfig:
     model = model_from_args(args.model, layers=args.layers, hidden=args.hidden, ffn=args.ffn, heads=args.heads,
-                            seq=args.seq, vocab=args.vocab)
+                            seq=args.seq, vocab=args.vocab, kv_channels=args.kv_channels)
     return SynthConfig(model=model, tp=args.tp, pp=args.pp, dp=args.dp, microbatches=args.microbatches,
                        micro_batch=args.micro_batch, schedule=args.schedule, gpu=args.gpu,
                        iterations=args.iterations, seed=args.seed, bucket_params=args.bucket_params)

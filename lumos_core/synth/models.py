@@ -30,37 +30,47 @@ class ModelSpec:
     heads: int
     seq: int
     vocab: int = 51200  # GPT-3's 50257 padded to a multiple of 128 * 8 as Megatron does
+    kv_channels: int = 0  # head dimension (Megatron --kv-channels); 0: hidden // heads
 
     @property
     def head_dim(self) -> int:
-        return self.hidden // self.heads
+        return self.kv_channels or self.hidden // self.heads
+
+    @property
+    def attn_dim(self) -> int:
+        """Width of Q, K, V and the attention output: heads x head dimension."""
+        return self.heads * self.head_dim
 
     @property
     def layer_params(self) -> int:
-        """Weights and biases of one layer: QKV + proj (4h² + 4h), MLP (2hf + f + h), 2 LayerNorms."""
-        h, f = self.hidden, self.ffn
-        return 4 * h * h + 4 * h + 2 * h * f + f + h + 4 * h
+        """Weights and biases of one layer: QKV (3ha + 3a), proj (ah + h), MLP (2hf + f + h), 2 LayerNorms."""
+        h, f, a = self.hidden, self.ffn, self.attn_dim
+        return 4 * h * a + 3 * a + h + 2 * h * f + f + h + 4 * h
 
     @property
     def params(self) -> int:
-        """All parameters with untied input/output embeddings and learned positions."""
+        """All parameters with untied input/output embeddings, learned positions, final LayerNorm."""
         return self.layers * self.layer_params + 2 * self.vocab * self.hidden + self.seq * self.hidden \
             + 2 * self.hidden
 
 
-# Lumos paper, Table 1 (nlayers, dmodel, dffn, nheads; dhead = 128, sequence 2048).
+# Lumos paper, Table 1 (nlayers, dmodel, dffn, nheads; dhead = 128, sequence 2048). The 44B row has
+# 48 heads of 128 = 6144 < dmodel 12288, i.e. Megatron's --kv-channels 128: with it the model has
+# 44.7 B parameters as its name says (full-width attention would make it 58 B).
 PRESETS: dict[str, ModelSpec] = {
     "gpt3-15b": ModelSpec("gpt3-15b", 48, 6144, 12288, 48, 2048),
-    "gpt3-44b": ModelSpec("gpt3-44b", 48, 12288, 24576, 48, 2048),
+    "gpt3-44b": ModelSpec("gpt3-44b", 48, 12288, 24576, 48, 2048, kv_channels=128),
     "gpt3-117b": ModelSpec("gpt3-117b", 96, 12288, 24576, 96, 2048),
     "gpt3-175b": ModelSpec("gpt3-175b", 96, 12288, 49152, 96, 2048),
 }
 
 
 def model_from_args(name: str, layers: int | None = None, hidden: int | None = None, ffn: int | None = None,
-                    heads: int | None = None, seq: int | None = None, vocab: int | None = None) -> ModelSpec:
+                    heads: int | None = None, seq: int | None = None, vocab: int | None = None,
+                    kv_channels: int | None = None) -> ModelSpec:
     """A preset, optionally with some dimensions overridden, or a "custom" model (all required)."""
-    overrides = {"layers": layers, "hidden": hidden, "ffn": ffn, "heads": heads, "seq": seq, "vocab": vocab}
+    overrides = {"layers": layers, "hidden": hidden, "ffn": ffn, "heads": heads, "seq": seq, "vocab": vocab,
+                 "kv_channels": kv_channels}
     given = {k: v for k, v in overrides.items() if v is not None}
     if name == "custom":
         missing = [k for k in ("layers", "hidden", "heads", "seq") if k not in given]
@@ -120,12 +130,12 @@ class SynthConfig:
         for name in ("tp", "pp", "dp", "microbatches", "micro_batch", "iterations"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
-        for name in ("layers", "hidden", "ffn", "heads", "seq", "vocab"):
+        for name in ("layers", "hidden", "ffn", "heads", "seq", "vocab", "head_dim"):
             if getattr(m, name) < 1:
                 raise ConfigError(f"model {name} must be >= 1, got {getattr(m, name)}")
         if m.layers % self.pp:
             raise ConfigError(f"{m.layers} layers cannot be split evenly into {self.pp} pipeline stages")
-        if m.hidden % m.heads:
+        if not m.kv_channels and m.hidden % m.heads:
             raise ConfigError(f"hidden size {m.hidden} is not a multiple of {m.heads} heads")
         for what, value in (("heads", m.heads), ("ffn size", m.ffn), ("vocabulary", m.vocab),
                             ("hidden size", m.hidden)):

@@ -215,6 +215,7 @@ class _Builder:
         self.f_tp = m.ffn // cfg.tp
         self.v_tp = m.vocab // cfg.tp
         self.heads_tp = m.heads // cfg.tp
+        self.a_tp = m.attn_dim // cfg.tp  # this rank's share of Q/K/V/attention-output width
         self.layers = range(stage * cfg.layers_per_stage, (stage + 1) * cfg.layers_per_stage)
         self.gemm_pattern = _GEMM_NAMES.get(gpu.compute_capability[0], _GEMM_NAMES[9])
         self._kernel_index: dict[tuple, int] = {}
@@ -286,7 +287,7 @@ class _Builder:
         hd = cfg.model.head_dim
         self.begin(th, layer_annotation(layer))
         self.layernorm(th, T, h)
-        self.gemm(th, T, 3 * h // cfg.tp, h)
+        self.gemm(th, T, 3 * self.a_tp, h)
         sdpa = costs.attention_time(cfg.micro_batch, self.heads_tp, cfg.model.seq, hd, self.gpu)
         qkv_dims = [cfg.micro_batch, self.heads_tp, cfg.model.seq, hd]
         self.kernel(th, KernelDesc("aten::_scaled_dot_product_flash_attention", _FLASH_FWD, _ns(sdpa), 22_000,
@@ -294,7 +295,7 @@ class _Builder:
                                    types=["c10::BFloat16"] * 3,
                                    grid=(max(1, cfg.model.seq // 128), cfg.micro_batch, self.heads_tp),
                                    block=(128, 1, 1), registers=255, shared_memory=49_152))
-        self.gemm(th, T, h, h // cfg.tp)
+        self.gemm(th, T, h, self.a_tp)
         self.tp_allreduce(th, T * h)
         self.elementwise(th, "aten::add", _ADD, T * h, reads=2, dims=[[T, h], [T, h]])
         self.layernorm(th, T, h)
@@ -346,7 +347,7 @@ class _Builder:
         self.linear_backward(th, h, f, column_parallel=True)  # FC1
         self.layernorm(th, T, h, backward=True)
         self.elementwise(th, "aten::add_", _ADD, T * h, reads=2, dims=[[T, h], [T, h]])
-        self.linear_backward(th, h // cfg.tp, h, column_parallel=False)  # attention projection
+        self.linear_backward(th, self.a_tp, h, column_parallel=False)  # attention projection
         sdpa = costs.attention_time(cfg.micro_batch, self.heads_tp, cfg.model.seq, hd, self.gpu, backward=True)
         d4 = [cfg.micro_batch, self.heads_tp, cfg.model.seq, hd]
         self.begin(th, "autograd::engine::evaluate_function: ScaledDotProductFlashAttentionBackward0", "cpu_op")
@@ -355,7 +356,7 @@ class _Builder:
                                    grid=(max(1, cfg.model.seq // 128), cfg.micro_batch, self.heads_tp),
                                    block=(256, 1, 1), registers=255, shared_memory=98_304))
         self.end(th)
-        self.linear_backward(th, h, 3 * h // cfg.tp, column_parallel=True)  # QKV
+        self.linear_backward(th, h, 3 * self.a_tp, column_parallel=True)  # QKV
         self.layernorm(th, T, h, backward=True)
         self.end(th)
 
@@ -411,8 +412,10 @@ class _Builder:
         groups: list[tuple[str, int]] = []
         if self.last:
             groups.append(("output_layer", m.vocab * m.hidden // cfg.tp + 2 * m.hidden))
-        per_layer = (4 * m.hidden * m.hidden + 2 * m.hidden * m.ffn) // cfg.tp + 3 * m.hidden + \
-            (3 * m.hidden + m.ffn) // cfg.tp + 4 * m.hidden
+        # Column/row-parallel weights and column-parallel biases are split; row-parallel biases and
+        # LayerNorms are replicated on every TP rank.
+        per_layer = (4 * m.hidden * m.attn_dim + 2 * m.hidden * m.ffn + 3 * m.attn_dim + m.ffn) // cfg.tp \
+            + 2 * m.hidden + 4 * m.hidden
         groups.extend((f"layer{i}", per_layer) for i in reversed(self.layers))
         if self.first:
             groups.append(("embedding", m.vocab * m.hidden // cfg.tp + m.seq * m.hidden))

@@ -1,0 +1,455 @@
+"""``lumos synth``: structure, causality and cross-rank consistency of synthetic traces.
+
+An independent checker reads the raw JSON back and verifies the rules the generator promises
+(and a dependency-driven replay relies on): every GPU activity starts exactly at
+max(launch end + launch latency, previous activity on its stream, the CUDA event its stream
+waits for); CPU ranges nest; every collective instance ends at the same true time on all of its
+ranks once the recorded clock offsets are removed. Then the real loader must load the folders
+with all ranks and every collective matched.
+"""
+
+from __future__ import annotations
+
+import bisect
+import gzip
+import re
+from collections import Counter, defaultdict
+from pathlib import Path
+
+import orjson
+import pytest
+
+from lumos_core import costs
+from lumos_core.cli import main as cli_main
+from lumos_core.errors import ConfigError
+from lumos_core.hardware import get_gpu
+from lumos_core.loader import load_job
+from lumos_core.synth import PRESETS, ModelSpec, SynthConfig, model_from_args, rank_file_name, synthesize
+from lumos_core.synth.groups import Layout
+from lumos_core.synth.kineto_writer import BASE_TIME_NS
+from lumos_core.synth.timeline import LAUNCH_LATENCY_NS
+from lumos_core.trace import CollectiveKind, LaneRole
+
+TINY = ModelSpec("tiny", layers=4, hidden=256, ffn=1024, heads=4, seq=128, vocab=1024)
+TINY_CFG = SynthConfig(model=TINY, tp=2, pp=2, dp=2, microbatches=4, iterations=2, seed=3)
+
+
+def read(path: Path) -> dict:
+    with gzip.open(path) as fh:
+        return orjson.loads(fh.read())
+
+
+def ns(us: float) -> int:
+    return round(us * 1000)
+
+
+@pytest.fixture(scope="module")
+def tiny_job(tmp_path_factory: pytest.TempPathFactory):
+    out = tmp_path_factory.mktemp("synth") / "tiny"
+    result = synthesize(TINY_CFG, out)
+    return out, result, [read(f) for f in result.files]
+
+
+# ------------------------------------------------------------------------------------------ checker
+
+
+def check_rank_causality(d: dict) -> Counter:
+    """Assert the timing rules on one rank's raw events; returns counts of what was checked."""
+    x = [e for e in d["traceEvents"] if e["ph"] == "X"]
+    seen: Counter = Counter()
+    # CPU ranges on one thread nest properly (no partial overlaps).
+    threads: dict[int, list[tuple[int, int]]] = defaultdict(list)
+    for e in x:
+        if e["cat"] in ("cpu_op", "user_annotation", "cuda_runtime", "cuda_driver"):
+            threads[e["tid"]].append((ns(e["ts"]), ns(e["ts"]) + ns(e["dur"])))
+    for spans in threads.values():
+        stack: list[int] = []
+        for s, t in sorted(spans, key=lambda p: (p[0], -p[1])):
+            while stack and stack[-1] <= s:
+                stack.pop()
+            assert not stack or t <= stack[-1], "CPU ranges overlap without nesting"
+            stack.append(t)
+            seen["cpu"] += 1
+    runtime = {e["args"]["correlation"]: (ns(e["ts"]), ns(e["ts"]) + ns(e["dur"]), e["name"])
+               for e in x if e["cat"] in ("cuda_runtime", "cuda_driver")}
+    gpu = [e for e in x if e["cat"] in ("kernel", "gpu_memcpy")]
+    # Per stream, activities in launch order (streams are FIFO).
+    streams: dict[int, list[tuple[int, int, int, int]]] = defaultdict(list)  # (launch t0, launch t1, start, end)
+    for e in gpu:
+        l0, l1, _ = runtime[e["args"]["correlation"]]
+        streams[e["tid"]].append((l0, l1, ns(e["ts"]), ns(e["ts"]) + ns(e["dur"])))
+    for acts in streams.values():
+        acts.sort()
+    launch_starts = {s: [a[0] for a in acts] for s, acts in streams.items()}
+
+    def stream_end_before(stream: int, cpu_time: int) -> int:
+        """End of the last activity queued on ``stream`` by a launch before ``cpu_time``."""
+        i = bisect.bisect_left(launch_starts.get(stream, []), cpu_time)
+        return streams[stream][i - 1][3] if i else 0
+
+    # Wait floors: a cuda_sync Stream Wait Event makes its stream wait for the recorded event.
+    floors: dict[int, list[tuple[int, int]]] = defaultdict(list)  # stream -> (wait call start, event time)
+    for e in x:
+        if e["cat"] == "cuda_sync" and e["name"] == "Stream Wait Event":
+            a = e["args"]
+            rec_t0 = runtime[a["wait_on_cuda_event_record_corr_id"]][0]
+            wait_t0 = runtime[a["correlation"]][0]
+            floors[a["stream"]].append((wait_t0, stream_end_before(a["wait_on_stream"], rec_t0)))
+            seen["waits"] += 1
+    for f in floors.values():
+        f.sort()
+    for stream, acts in streams.items():
+        prev_end = 0
+        fl = floors.get(stream, [])
+        k = 0
+        floor = 0
+        for l0, l1, start, end in acts:
+            while k < len(fl) and fl[k][0] < l0:
+                floor = max(floor, fl[k][1])
+                k += 1
+            assert start >= l1 and start >= prev_end and start >= floor
+            # Tight: nothing else delays an activity -- exactly what a replay reproduces.
+            assert start == max(l1 + LAUNCH_LATENCY_NS, prev_end, floor)
+            assert end > start
+            prev_end = end
+            seen["gpu"] += 1
+    # cudaStreamSynchronize returns only after its stream drained.
+    for e in x:
+        if e["cat"] == "cuda_sync" and e["name"] == "Stream Sync":
+            call = runtime[e["args"]["correlation"]]
+            assert call[1] >= stream_end_before(e["args"]["stream"], call[0])
+            seen["syncs"] += 1
+    # ac2g flows pair every launch with its activity.
+    flows = Counter((e["ph"], e["id"]) for e in d["traceEvents"] if e.get("cat") == "ac2g")
+    assert all(flows[("s", i)] == 1 and flows[("f", i)] == 1 for _, i in flows)
+    assert len(flows) == 2 * len(gpu)
+    return seen
+
+
+def collective_instances(ranks: list[dict]) -> dict[tuple, list[tuple[int, int, int, str]]]:
+    """(pg, Seq) or (pg, src, dst, Seq) -> [(rank, true start, true end, collective name)]."""
+    inst: dict[tuple, list] = defaultdict(list)
+    for d in ranks:
+        rank = d["distributedInfo"]["rank"]
+        shift = BASE_TIME_NS - d["baseTimeNanoseconds"] + d["lumos_clock_offset_ns"]
+        for e in d["traceEvents"]:
+            if e.get("cat") != "kernel" or "Collective name" not in e["args"]:
+                continue
+            a = e["args"]
+            if "Src Rank" in a:
+                key = (a["Process Group Name"], min(a["Src Rank"], a["Dst Rank"]),
+                       max(a["Src Rank"], a["Dst Rank"]), a["Seq"])
+            else:
+                key = (a["Process Group Name"], a["Seq"])
+            t0 = ns(e["ts"]) - shift
+            inst[key].append((rank, t0, t0 + ns(e["dur"]), a["Collective name"]))
+    return inst
+
+
+# ------------------------------------------------------------------------------------------ config
+
+
+def test_presets_are_the_papers_table1():
+    shapes = {k: (m.layers, m.hidden, m.ffn, m.heads, m.seq, m.head_dim) for k, m in PRESETS.items()}
+    assert shapes == {
+        "gpt3-15b": (48, 6144, 12288, 48, 2048, 128),
+        "gpt3-44b": (48, 12288, 24576, 48, 2048, 128),
+        "gpt3-117b": (96, 12288, 24576, 96, 2048, 128),
+        "gpt3-175b": (96, 12288, 49152, 96, 2048, 128),
+    }
+    # 96 layers x (4 h^2 + 2 h f) + 2 x 51200 x 12288 embeddings: 175.2 B parameters
+    assert PRESETS["gpt3-175b"].params == pytest.approx(175.2e9, rel=0.005)
+    # 44B: 48 heads x 128 = 6144-wide attention in a 12288-wide model (--kv-channels 128)
+    assert PRESETS["gpt3-44b"].attn_dim == 6144
+    assert PRESETS["gpt3-44b"].params == pytest.approx(44.7e9, rel=0.005)
+    assert PRESETS["gpt3-15b"].params == pytest.approx(15.1e9, rel=0.005)
+    assert PRESETS["gpt3-117b"].params == pytest.approx(117.2e9, rel=0.005)
+
+
+def test_config_defaults_and_validation():
+    cfg = SynthConfig()
+    assert (cfg.model.name, cfg.tp, cfg.pp, cfg.dp, cfg.microbatches, cfg.world_size) == ("gpt3-15b", 2, 2, 2, 4, 8)
+    assert SynthConfig.from_json(orjson.loads(orjson.dumps(cfg.to_json()))) == cfg
+    with pytest.raises(ConfigError, match="48 layers cannot be split evenly into 5 pipeline stages"):
+        SynthConfig(pp=5)
+    with pytest.raises(ConfigError, match="heads 48 is not divisible by tensor parallelism 5"):
+        SynthConfig(tp=5)
+    with pytest.raises(ConfigError, match="unknown GPU"):
+        SynthConfig(gpu="TPUv5")
+    with pytest.raises(ConfigError, match="unknown pipeline schedule"):
+        SynthConfig(schedule="zero-bubble")
+    with pytest.raises(ConfigError, match="--model custom needs --layers, --hidden"):
+        model_from_args("custom", heads=8, seq=128)
+    assert model_from_args("gpt3-15b", layers=64).layers == 64  # Table 2's V1 variant
+    assert model_from_args("custom", layers=2, hidden=64, heads=4, seq=32).ffn == 256
+
+
+def test_layout_follows_megatron_order():
+    cfg = SynthConfig(model=TINY, tp=2, pp=2, dp=4)
+    lay = Layout(cfg)
+    assert cfg.coords(5) == (0, 2, 1) and cfg.rank_of(1, 3, 1) == 15
+    assert lay.tp_group(5).ranks == (4, 5)
+    assert lay.dp_group(5).ranks == (1, 3, 5, 7)
+    assert lay.pp_group(5).ranks == (5, 13)
+    assert (lay.peer(5, "prev"), lay.peer(5, "next"), lay.peer(13, "next")) == (-1, 13, -1)
+    names = [(g.name, g.desc) for g in lay.groups_of(5)]
+    # default "0", DP groups 1-4, TP groups 5-8, PP groups 9-16... named by creation order:
+    # DP 1 + stage * tp + t, TP 1 + 4 + stage * dp + d, PP 1 + 4 + 4 + d * tp + t
+    assert names == [("0", "default_pg"), ("2", "DATA_PARALLEL_GROUP"), ("7", "TENSOR_MODEL_PARALLEL_GROUP"),
+                     ("18", "PIPELINE_MODEL_PARALLEL_GROUP")]
+    assert lay.n_groups == 21
+
+
+# ------------------------------------------------------------------------------------------ files
+
+
+def test_files_are_marked_synthetic_and_complete(tiny_job):
+    _, result, ranks = tiny_job
+    assert [f.name for f in result.files] == [f"rank{r}.pt.trace.json.gz" for r in range(8)]
+    assert rank_file_name(7, 512) == "rank007.pt.trace.json.gz"
+    for r, d in enumerate(ranks):
+        assert d["lumos_synthetic"] is True
+        assert "synthetic" in d["traceName"]
+        assert d["lumos_synth_config"] == TINY_CFG.to_json()
+        info = d["distributedInfo"]
+        assert (info["rank"], info["world_size"], info["backend"], info["pg_count"]) == (r, 8, "nccl", 4)
+        assert [g["pg_desc"] for g in info["pg_config"]] == [
+            "default_pg", "DATA_PARALLEL_GROUP", "TENSOR_MODEL_PARALLEL_GROUP", "PIPELINE_MODEL_PARALLEL_GROUP"]
+        assert all(r in g["ranks"] for g in info["pg_config"])
+        props = d["deviceProperties"]
+        assert len(props) == 8 and props[0]["name"] == "NVIDIA H100 80GB HBM3" and props[0]["numSms"] == 132
+        meta = {(e["name"], e["args"].get("name")) for e in d["traceEvents"] if e["ph"] == "M"}
+        assert ("thread_name", "stream 7 ") in meta
+        assert any(n == "thread_name" and "pt_autograd_" in (v or "") for n, v in meta)
+    offsets = [d["lumos_clock_offset_ns"] for d in ranks]
+    assert result.clock_offsets_ns == offsets
+    # one node: a shared node error (<= 500 µs) plus +-20 µs per process
+    assert max(offsets) - min(offsets) <= 40_000 and all(abs(o) <= 520_000 for o in offsets)
+    assert len(set(offsets)) == 8
+
+
+def test_events_have_kineto_shapes(tiny_job):
+    _, _, ranks = tiny_job
+    ev = ranks[0]["traceEvents"]
+    cats = Counter(e.get("cat") for e in ev if e["ph"] == "X")
+    for cat in ("cpu_op", "user_annotation", "cuda_runtime", "cuda_driver", "kernel", "gpu_memcpy", "cuda_sync",
+                "gpu_user_annotation"):
+        assert cats[cat] > 0, cat
+    mm = next(e for e in ev if e.get("name") == "aten::mm")
+    assert mm["cat"] == "cpu_op" and len(mm["args"]["Input Dims"]) == 2
+    (_, k1), (k2, _) = mm["args"]["Input Dims"]
+    assert k1 == k2
+    names = {e["name"] for e in ev if e["ph"] == "X"}
+    assert {"cudaLaunchKernel", "cuLaunchKernelEx", "cudaEventRecord", "cudaStreamWaitEvent",
+            "cudaStreamSynchronize", "record_param_comms", "nccl:all_reduce", "nccl:send", "nccl:recv",
+            "ProfilerStep#1", "ProfilerStep#2"} <= names
+    assert any(n.startswith("ncclDevKernel_AllReduce_Sum_bf16_RING_") for n in names)
+    assert any(n.startswith("ncclDevKernel_SendRecv(") for n in names)
+    assert any(n.startswith("ncclDevKernel_ReduceScatter_Sum_bf16_") for n in names)
+    assert any(n.startswith("ncclDevKernel_AllGather_") for n in names)
+    send = next(e for e in ev if e.get("cat") == "kernel" and e["args"].get("Collective name") == "send")
+    assert (send["args"]["Src Rank"], send["args"]["Dst Rank"]) == (0, 4)  # stage 0 -> stage 1
+    assert send["args"]["In msg nelems"] == 128 * 256 and send["args"]["dtype"] == "BFloat16"
+    rs = next(e for e in ev if e.get("cat") == "kernel" and e["args"].get("Collective name") == "_reduce_scatter_base")
+    assert rs["args"]["In msg nelems"] == 2 * rs["args"]["Out msg nelems"]  # DP 2
+    assert rs["args"]["Process Group Description"] == "DATA_PARALLEL_GROUP"
+
+
+# ------------------------------------------------------------------------------------------ causality
+
+
+def test_every_rank_is_causally_tight(tiny_job):
+    _, _, ranks = tiny_job
+    total: Counter = Counter()
+    for d in ranks:
+        total += check_rank_causality(d)
+    assert total["gpu"] == sum(1 for d in ranks for e in d["traceEvents"]
+                               if e.get("cat") in ("kernel", "gpu_memcpy"))
+    assert total["waits"] > 0 and total["syncs"] == 8 * 2  # one optimizer sync per rank and step
+
+
+def test_collectives_end_together_on_all_ranks(tiny_job):
+    _, result, ranks = tiny_job
+    inst = collective_instances(ranks)
+    assert len(inst) == result.n_instances
+    sizes = Counter()
+    for key, members in inst.items():
+        ends = {e for _, _, e, _ in members}
+        assert len(ends) == 1, f"instance {key} ends at different true times: {members}"
+        names = sorted(n for *_, n in members)
+        if len(key) == 4:
+            assert names == ["recv", "send"]
+        else:
+            assert len(members) == 2  # TP 2 and DP 2 groups
+        # the last rank to arrive shows the collective's own duration; earlier ranks waited for it
+        last_start = max(s for _, s, _, _ in members)
+        assert all(s <= last_start for _, s, _, _ in members)
+        sizes[names[0]] += 1
+    # per iteration: stage 0 has 9 TP all-reduces per microbatch (embedding + 2 per layer forward,
+    # 2 per layer backward), stage 1 has 12 (2+2 per layer, 3 in the loss, 1 in the output layer);
+    # 4 microbatches, 2 TP groups per stage, 2 iterations.
+    assert sizes["allreduce"] == (9 + 12) * 4 * 2 * 2
+    # one gradient bucket per DP group: one reduce-scatter and one all-gather per step
+    assert sizes["_reduce_scatter_base"] == sizes["_allgather_base"] == 4 * 2
+    # activations and gradients of 4 microbatches over 4 stage-0/stage-1 pairs
+    assert sizes["recv"] == 4 * 2 * 4 * 2
+
+
+def test_pipeline_schedule_and_layers_are_recoverable(tiny_job):
+    _, _, ranks = tiny_job
+
+    def order(d, tid_index):
+        steps = sorted((e["ts"], e["name"]) for e in d["traceEvents"]
+                       if e.get("cat") == "user_annotation" and re.match(r"(forward|backward)_step#", e["name"]))
+        return " ".join(("F" if n.startswith("f") else "B") + str(int(n.split("#")[1]) + 1) for _, n in steps)
+
+    # 1F1B as in the paper: stage 0 of 2 with 4 microbatches, then the last stage; both iterations
+    assert order(ranks[0], 0) == "F1 F2 B1 F3 B2 F4 B3 B4 " * 1 + "F1 F2 B1 F3 B2 F4 B3 B4"
+    assert order(ranks[4], 0) == "F1 B1 F2 B2 F3 B3 F4 B4 F1 B1 F2 B2 F3 B3 F4 B4"
+    for d, layers in ((ranks[0], {0, 1}), (ranks[5], {2, 3})):
+        fwd = Counter(e["name"] for e in d["traceEvents"] if e.get("cat") == "user_annotation"
+                      and re.fullmatch(r"decoder\.layers\.\d+", e["name"]))
+        bwd = Counter(e["name"] for e in d["traceEvents"] if e.get("cat") == "user_annotation"
+                      and re.fullmatch(r"decoder\.layers\.\d+\.backward", e["name"]))
+        assert fwd == {f"decoder.layers.{i}": 8 for i in layers}  # 4 microbatches x 2 iterations
+        assert bwd == {f"decoder.layers.{i}.backward": 8 for i in layers}
+
+
+def test_tp_collectives_per_layer_and_backward_on_autograd_thread(tiny_job):
+    _, _, ranks = tiny_job
+    d = ranks[1]
+    x = [e for e in d["traceEvents"] if e["ph"] == "X"]
+    main, autograd = 20_001, 20_001 + 181
+    layer_ranges = [(e["ts"], e["ts"] + e["dur"], e["tid"]) for e in x if e.get("cat") == "user_annotation"
+                    and re.fullmatch(r"decoder\.layers\.\d+(\.backward)?", e["name"])]
+    comms = [(e["ts"], e["tid"]) for e in x if e["name"] == "record_param_comms"
+             and e["args"]["Process Group Description"] == "TENSOR_MODEL_PARALLEL_GROUP"]
+    for a, b, tid in layer_ranges:
+        inside = [t for t, ctid in comms if ctid == tid and a <= t <= b]
+        assert len(inside) == 2  # forward: after attention and MLP; backward: QKV and FC1 input grads
+    assert {tid for *_, tid in layer_ranges} == {main, autograd}
+
+
+def test_dp_reduce_scatter_overlaps_backward(tmp_path):
+    """Gradient buckets are reduce-scattered while the backward of earlier layers still computes."""
+    cfg = SynthConfig(model=ModelSpec("wide", 4, 4096, 16384, 32, 2048, vocab=8192), tp=1, pp=1, dp=4,
+                      microbatches=1, iterations=1)
+    d = read(synthesize(cfg, tmp_path / "dp").files[0])
+    k = [e for e in d["traceEvents"] if e.get("cat") == "kernel"]
+    rs = [(ns(e["ts"]), ns(e["ts"] + e["dur"])) for e in k if e["args"].get("Collective name") == "_reduce_scatter_base"]
+    compute = [(ns(e["ts"]), ns(e["ts"] + e["dur"])) for e in k if e["tid"] == 7]
+    # Buckets of >= 40M parameters in backward order: output layer (8192 x 4096 = 33.5M) + layer 3
+    # (4*4096^2 + 2*4096*16384 = 201M), layer 2, layer 1, layer 0, embedding (42M): 5 reduce-scatters.
+    assert len(rs) == 5
+    # The buckets of layers 3, 2, 1 (~0.9 ms each) hide behind the next layer's backward (~2.7 ms);
+    # layer 0's and the embedding's come after the last GEMMs and stay exposed.
+    for a, b in rs[:3]:
+        covered = sum(max(0, min(b, d1) - max(a, c)) for c, d1 in compute)
+        assert covered > 0.9 * (b - a)
+
+
+def test_gemm_durations_follow_the_roofline(tmp_path):
+    cfg = SynthConfig(model=ModelSpec("wide", 2, 4096, 16384, 32, 2048, vocab=4096), tp=1, pp=1, dp=1,
+                      microbatches=1, iterations=1)
+    d = read(synthesize(cfg, tmp_path / "g").files[0])
+    x = [e for e in d["traceEvents"] if e["ph"] == "X"]
+    by_ext = {e["args"]["External id"]: e for e in x if e["cat"] == "kernel"}
+    gpu = get_gpu("H100")
+    checked = 0
+    for e in x:
+        if e["name"] == "aten::mm":
+            (m, k), (_, n) = e["args"]["Input Dims"]
+            kernel = by_ext[e["args"]["External id"]]
+            expected = costs.gemm_time(m, n, k, gpu) * 1e6
+            # +-3% kernel jitter and +-1% per-GPU speed
+            assert kernel["dur"] == pytest.approx(expected, rel=0.045)
+            checked += 1
+    assert checked == 2 * (4 + 8) + 1 + 2  # per layer 4 forward + 8 backward GEMMs; output layer fwd + bwd
+
+
+def test_same_seed_same_bytes_other_seed_other_times(tmp_path):
+    cfg = SynthConfig(model=TINY, tp=1, pp=2, dp=1, microbatches=2, iterations=1, seed=11)
+    a = synthesize(cfg, tmp_path / "a")
+    b = synthesize(cfg, tmp_path / "b")
+    c = synthesize(SynthConfig(model=TINY, tp=1, pp=2, dp=1, microbatches=2, iterations=1, seed=12), tmp_path / "c")
+    for fa, fb, fc in zip(a.files, b.files, c.files, strict=True):
+        assert fa.read_bytes() == fb.read_bytes()
+        assert fa.read_bytes() != fc.read_bytes()
+
+
+def test_output_folder_must_be_empty_unless_forced(tmp_path):
+    cfg = SynthConfig(model=TINY, tp=1, pp=1, dp=1, microbatches=1, iterations=1)
+    out = tmp_path / "o"
+    out.mkdir()
+    (out / "notes.txt").write_text("x")
+    with pytest.raises(ConfigError, match="is not empty"):
+        synthesize(cfg, out)
+    result = synthesize(cfg, out, overwrite=True)
+    assert sorted(p.name for p in out.iterdir()) == [result.files[0].name]
+
+
+# ------------------------------------------------------------------------------------------ loader
+
+
+def test_loader_loads_all_ranks_and_matches_every_collective(tiny_job):
+    out, result, _ = tiny_job
+    job = load_job(out, use_cache=False)
+    assert job.is_synthetic and len(job.ranks) == 8 and job.world_size == 8 and not job.skipped
+    summary = job.collective_match.summary()
+    assert summary["instances"] == result.n_instances and summary["partial"] == 0
+    for t in job.ranks:
+        roles = Counter(ln.role for ln in t.lanes)
+        assert roles[LaneRole.CPU_MAIN] == 1 and roles[LaneRole.CPU_AUTOGRAD] == 1
+        assert roles[LaneRole.COMPUTE] == 1 and roles[LaneRole.COMMUNICATION] == 3
+        assert [it.step for it in t.iterations] == [1, 2]
+        kinds = Counter(CollectiveKind(k) for k in t.collectives.kind)
+        assert kinds[CollectiveKind.REDUCE_SCATTER] == kinds[CollectiveKind.ALL_GATHER] == 2
+        assert kinds[CollectiveKind.SEND] == kinds[CollectiveKind.RECV] == 8
+
+
+def test_cli_synth_writes_and_reports(tmp_path, capsys):
+    out = tmp_path / "cli"
+    rc = cli_main(["synth", str(out), "--model", "custom", "--layers", "2", "--hidden", "128", "--heads", "2",
+                   "--seq", "64", "--vocab", "512", "--tp", "1", "--pp", "2", "--dp", "2", "--iterations", "1",
+                   "--quiet"])
+    text = capsys.readouterr().out
+    assert rc == 0
+    assert "wrote 4 SYNTHETIC rank traces" in text and "not evidence of Lumos's accuracy" in text
+    assert sorted(p.name for p in out.iterdir()) == [f"rank{r}.pt.trace.json.gz" for r in range(4)]
+    rc = cli_main(["synth", str(out), "--pp", "5", "--quiet"])
+    assert rc == 2
+    assert "48 layers cannot be split evenly" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------------------ demo
+
+
+def test_demo_is_generated_once_into_the_cache_and_repaired(tmp_path):
+    from lumos_core.demo import DEMO_CONFIG, demo_job_path
+
+    assert (DEMO_CONFIG.tp, DEMO_CONFIG.pp, DEMO_CONFIG.dp, DEMO_CONFIG.world_size) == (2, 2, 2, 8)
+    root = tmp_path / "cache"
+    path = demo_job_path(root=root)
+    assert path.parent == root and path.name.startswith("demo-")
+    files = sorted(p.name for p in path.iterdir())
+    assert files == [".lumos-synth-complete"] + [f"rank{r}.pt.trace.json.gz" for r in range(8)]
+    size = sum(p.stat().st_size for p in path.iterdir())
+    assert size < 5_000_000
+    assert [p.name for p in root.iterdir()] == [path.name]  # no temporary folder left behind
+    stamp = (path / "rank0.pt.trace.json.gz").stat().st_mtime_ns
+    assert demo_job_path(root=root) == path
+    assert (path / "rank0.pt.trace.json.gz").stat().st_mtime_ns == stamp  # cached, not regenerated
+    (path / "rank5.pt.trace.json.gz").unlink()  # a damaged cache is regenerated
+    assert demo_job_path(root=root) == path
+    assert (path / "rank5.pt.trace.json.gz").is_file()
+    job = load_job(path, use_cache=False)
+    assert job.is_synthetic and len(job.ranks) == 8 and job.collective_match.summary()["partial"] == 0
+
+
+def test_demo_uses_the_lumos_cache_dir(monkeypatch, tmp_path):
+    from lumos_core import demo
+
+    monkeypatch.setenv("LUMOS_CACHE_DIR", str(tmp_path / "c"))
+    small = SynthConfig(model=TINY, tp=1, pp=1, dp=2, microbatches=1, iterations=1)
+    path = demo.demo_job_path(cfg=small)
+    assert path.parent == tmp_path / "c"
