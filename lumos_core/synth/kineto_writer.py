@@ -40,10 +40,13 @@ class RankTraceWriter:
 
     def __init__(self, path: Path, header: dict[str, Any], compresslevel: int = 1) -> None:
         self.path = path
+        self._raw = open(path, "wb")  # noqa: SIM115 - closed in close()
         if path.suffix == ".gz":
-            self._f: Any = gzip.open(path, "wb", compresslevel=compresslevel)  # noqa: SIM115 - closed in close()
+            # mtime 0 and no file name in the header: the same config gives the same bytes.
+            self._f: Any = gzip.GzipFile(filename="", mode="wb", fileobj=self._raw, compresslevel=compresslevel,
+                                         mtime=0)
         else:
-            self._f = open(path, "wb")  # noqa: SIM115 - closed in close()
+            self._f = self._raw
         self._first = True
         self.n_events = 0
         parts = [orjson.dumps(k) + b":" + orjson.dumps(v) for k, v in header.items()]
@@ -63,6 +66,7 @@ class RankTraceWriter:
         parts = [orjson.dumps(k) + b":" + orjson.dumps(v) for k, v in (trailer or {}).items()]
         self._f.write(b"]" + b"".join(b"," + p for p in parts) + b"}")
         self._f.close()
+        self._raw.close()
 
     def __enter__(self) -> RankTraceWriter:
         return self
@@ -70,3 +74,4 @@ class RankTraceWriter:
     def __exit__(self, *exc: object) -> None:
         if not self._f.closed:
             self._f.close()
+        self._raw.close()
