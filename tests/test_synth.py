@@ -223,9 +223,8 @@ def test_files_are_marked_synthetic_and_complete(tiny_job):
         assert any(n == "thread_name" and "pt_autograd_" in (v or "") for n, v in meta)
     offsets = [d["lumos_clock_offset_ns"] for d in ranks]
     assert result.clock_offsets_ns == offsets
-    # one node: a shared node error (<= 500 µs) plus +-20 µs per process
-    assert max(offsets) - min(offsets) <= 40_000 and all(abs(o) <= 520_000 for o in offsets)
-    assert len(set(offsets)) == 8
+    # one node: its ranks share the host clock and its error (within +-500 µs)
+    assert len(set(offsets)) == 1 and 0 < abs(offsets[0]) <= 500_000
 
 
 def test_events_have_kineto_shapes(tiny_job):
@@ -405,6 +404,31 @@ def test_loader_loads_all_ranks_and_matches_every_collective(tiny_job):
         kinds = Counter(CollectiveKind(k) for k in t.collectives.kind)
         assert kinds[CollectiveKind.REDUCE_SCATTER] == kinds[CollectiveKind.ALL_GATHER] == 2
         assert kinds[CollectiveKind.SEND] == kinds[CollectiveKind.RECV] == 8
+
+
+def test_two_nodes_have_different_clocks_and_collectives_reveal_them(tmp_path):
+    cfg = SynthConfig(model=TINY, tp=2, pp=1, dp=8, microbatches=2, iterations=2, seed=5)
+    result = synthesize(cfg, tmp_path / "two-nodes")
+    offsets = result.clock_offsets_ns
+    assert offsets[:8] == [offsets[0]] * 8 and offsets[8:] == [offsets[8]] * 8
+    assert abs(offsets[0] - offsets[8]) > 100_000  # this seed puts the hosts > 100 µs apart
+    ranks = [read(f) for f in result.files]
+    # Raw (recorded) end times of a DP collective differ by exactly the offset difference.
+    inst = collective_instances(ranks)
+    ag = next(m for k, m in inst.items() if any(n == "_allgather_base" for *_, n in m))
+    assert len({e for _, _, e, _ in ag}) == 1  # true ends agree ...
+    raw = {r: e + offsets[r] for r, _, e, _ in ag}
+    assert raw[8] - raw[0] == offsets[8] - offsets[0]  # ... recorded ends differ by the clock error
+
+
+@pytest.mark.xfail(strict=True, reason="loader clock alignment (clocks.py) does not yet propagate offsets "
+                   "across nodes linked only by a few DP collectives; see the synth report")
+def test_loader_recovers_the_true_clock_offsets(tmp_path):
+    cfg = SynthConfig(model=TINY, tp=2, pp=1, dp=8, microbatches=2, iterations=2, seed=5)
+    result = synthesize(cfg, tmp_path / "two-nodes")
+    job = load_job(tmp_path / "two-nodes", use_cache=False)
+    corrected = [result.clock_offsets_ns[t.rank] + t.clock_offset_ns for t in job.ranks]
+    assert max(corrected) - min(corrected) <= 2_000  # within 2 µs of one common clock
 
 
 def test_cli_synth_writes_and_reports(tmp_path, capsys):

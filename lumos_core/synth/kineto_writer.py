@@ -5,8 +5,9 @@ with orjson, one chunk of events at a time, so a rank never has to be held in me
 
 Clock convention of synthetic files: every rank shares ``baseTimeNanoseconds``; a rank's raw
 profiler time ``baseTimeNanoseconds + ts * 1000`` equals the job's true time plus the rank's
-``lumos_clock_offset_ns`` (a node-wide error of up to ±500 µs plus ±20 µs per process). A loader
-that aligns clocks should recover these offsets up to one constant shared by all ranks.
+``lumos_clock_offset_ns`` (the error of the rank's host clock, up to ±500 µs; ranks of one node
+share it). A loader that aligns clocks should recover these offsets up to one constant shared by
+all ranks.
 """
 
 from __future__ import annotations
