@@ -10,7 +10,6 @@ with all ranks and every collective matched.
 
 from __future__ import annotations
 
-import bisect
 import gzip
 import re
 from collections import Counter, defaultdict
@@ -72,52 +71,37 @@ def check_rank_causality(d: dict) -> Counter:
             seen["cpu"] += 1
     runtime = {e["args"]["correlation"]: (ns(e["ts"]), ns(e["ts"]) + ns(e["dur"]), e["name"])
                for e in x if e["cat"] in ("cuda_runtime", "cuda_driver")}
-    gpu = [e for e in x if e["cat"] in ("kernel", "gpu_memcpy")]
-    # Per stream, activities in launch order (streams are FIFO).
-    streams: dict[int, list[tuple[int, int, int, int]]] = defaultdict(list)  # (launch t0, launch t1, start, end)
-    for e in gpu:
-        l0, l1, _ = runtime[e["args"]["correlation"]]
-        streams[e["tid"]].append((l0, l1, ns(e["ts"]), ns(e["ts"]) + ns(e["dur"])))
-    for acts in streams.values():
-        acts.sort()
-    launch_starts = {s: [a[0] for a in acts] for s, acts in streams.items()}
-
-    def stream_end_before(stream: int, cpu_time: int) -> int:
-        """End of the last activity queued on ``stream`` by a launch before ``cpu_time``."""
-        i = bisect.bisect_left(launch_starts.get(stream, []), cpu_time)
-        return streams[stream][i - 1][3] if i else 0
-
-    # Wait floors: a cuda_sync Stream Wait Event makes its stream wait for the recorded event.
-    floors: dict[int, list[tuple[int, int]]] = defaultdict(list)  # stream -> (wait call start, event time)
-    for e in x:
-        if e["cat"] == "cuda_sync" and e["name"] == "Stream Wait Event":
-            a = e["args"]
-            rec_t0 = runtime[a["wait_on_cuda_event_record_corr_id"]][0]
-            wait_t0 = runtime[a["correlation"]][0]
-            floors[a["stream"]].append((wait_t0, stream_end_before(a["wait_on_stream"], rec_t0)))
-            seen["waits"] += 1
-    for f in floors.values():
-        f.sort()
-    for stream, acts in streams.items():
-        prev_end = 0
-        fl = floors.get(stream, [])
-        k = 0
-        floor = 0
-        for l0, l1, start, end in acts:
-            while k < len(fl) and fl[k][0] < l0:
-                floor = max(floor, fl[k][1])
-                k += 1
-            assert start >= l1 and start >= prev_end and start >= floor
+    gpu = {e["args"]["correlation"]: e for e in x if e["cat"] in ("kernel", "gpu_memcpy")}
+    waits = {e["args"]["correlation"]: e["args"] for e in x
+             if e["cat"] == "cuda_sync" and e["name"] == "Stream Wait Event"}
+    recorded_on = {a["wait_on_cuda_event_record_corr_id"]: a["wait_on_stream"] for a in waits.values()}
+    # Replay the CUDA stream semantics in CPU issue order. A stream's position is the end of its
+    # last activity *or* of an event it was told to wait for: an event recorded after a wait
+    # completes only once the waited-for work has (real CUDA semantics, which PyTorch relies on).
+    position: dict[int, int] = defaultdict(int)
+    last_end: dict[int, int] = defaultdict(int)
+    event_time: dict[int, int] = {}
+    for corr, (_, t1, name) in sorted(runtime.items(), key=lambda kv: kv[1][0]):
+        if corr in gpu:
+            e = gpu[corr]
+            stream, start, end = e["tid"], ns(e["ts"]), ns(e["ts"]) + ns(e["dur"])
+            assert start >= t1 and start >= position[stream]
             # Tight: nothing else delays an activity -- exactly what a replay reproduces.
-            assert start == max(l1 + LAUNCH_LATENCY_NS, prev_end, floor)
+            assert start == max(t1 + LAUNCH_LATENCY_NS, position[stream])
             assert end > start
-            prev_end = end
+            position[stream] = last_end[stream] = end
             seen["gpu"] += 1
-    # cudaStreamSynchronize returns only after its stream drained.
-    for e in x:
-        if e["cat"] == "cuda_sync" and e["name"] == "Stream Sync":
-            call = runtime[e["args"]["correlation"]]
-            assert call[1] >= stream_end_before(e["args"]["stream"], call[0])
+        elif corr in recorded_on:
+            stream = recorded_on[corr]
+            event_time[corr] = position[stream]
+            seen["transitive"] += position[stream] > last_end[stream]  # carries an earlier wait
+        elif corr in waits:
+            a = waits[corr]
+            position[a["stream"]] = max(position[a["stream"]], event_time[a["wait_on_cuda_event_record_corr_id"]])
+            seen["waits"] += 1
+        elif name == "cudaStreamSynchronize":
+            sync = next(e for e in x if e["cat"] == "cuda_sync" and e["args"]["correlation"] == corr)
+            assert t1 >= position[sync["args"]["stream"]]  # the CPU returns only once the stream drained
             seen["syncs"] += 1
     # ac2g flows pair every launch with its activity.
     flows = Counter((e["ph"], e["id"]) for e in d["traceEvents"] if e.get("cat") == "ac2g")
@@ -265,6 +249,20 @@ def test_every_rank_is_causally_tight(tiny_job):
     assert total["gpu"] == sum(1 for d in ranks for e in d["traceEvents"]
                                if e.get("cat") in ("kernel", "gpu_memcpy"))
     assert total["waits"] > 0 and total["syncs"] == 8 * 2  # one optimizer sync per rank and step
+
+
+def test_gpu_bound_pipeline_events_carry_earlier_waits(tmp_path):
+    """When the GPU is the bottleneck, an event recorded on the compute stream right after it waited
+    for a send (``req.wait()``) completes only when the send does, so the next NCCL kernel on
+    another stream starts after the send -- the checker must (and does) follow such chains."""
+    # Middle stages issue send_forward then recv_forward back to back during the warm-up.
+    cfg = SynthConfig(model=ModelSpec("wide", 4, 4096, 16384, 32, 2048, vocab=8192), tp=1, pp=4, dp=1,
+                      microbatches=4, iterations=1)
+    result = synthesize(cfg, tmp_path / "pp")
+    seen = Counter()
+    for f in result.files:
+        seen += check_rank_causality(read(f))
+    assert seen["transitive"] > 0 and seen["gpu"] == result.n_gpu
 
 
 def test_collectives_end_together_on_all_ranks(tiny_job):
