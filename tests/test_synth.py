@@ -364,6 +364,22 @@ def test_gemm_durations_follow_the_roofline(tmp_path):
     assert checked == 2 * (4 + 8) + 1 + 2  # per layer 4 forward + 8 backward GEMMs; output layer fwd + bwd
 
 
+def test_other_gpus_change_kernels_and_precision(tmp_path):
+    cfg = SynthConfig(model=TINY, tp=2, pp=1, dp=1, microbatches=1, iterations=1, gpu="V100")
+    d = read(synthesize(cfg, tmp_path / "v100").files[0])
+    assert d["deviceProperties"][0]["name"] == "Tesla V100-SXM2-16GB"
+    kernels = [e for e in d["traceEvents"] if e.get("cat") == "kernel"]
+    assert any(e["name"].startswith("volta_h884gemm") for e in kernels)
+    assert not any("BFloat16" in e["name"] or "bfloat16" in e["name"] for e in kernels)  # Volta trains in FP16
+    nccl = [e for e in kernels if "Collective name" in e["args"]]
+    assert nccl and all(e["args"]["dtype"] in ("Half", "Float") for e in nccl)
+    assert any(e["name"].startswith("ncclDevKernel_AllReduce_Sum_f16_RING_") for e in nccl)
+    a100 = read(synthesize(SynthConfig(model=TINY, tp=1, pp=1, dp=1, microbatches=1, iterations=1, gpu="A100"),
+                           tmp_path / "a100").files[0])
+    assert a100["deviceProperties"][0]["name"] == "NVIDIA A100-SXM4-80GB"
+    assert any(e.get("name", "").startswith("ampere_bf16_s16816gemm") for e in a100["traceEvents"])
+
+
 def test_same_seed_same_bytes_other_seed_other_times(tmp_path):
     cfg = SynthConfig(model=TINY, tp=1, pp=2, dp=1, microbatches=2, iterations=1, seed=11)
     a = synthesize(cfg, tmp_path / "a")

@@ -85,7 +85,7 @@ def _nccl_kernel(c: CommDesc, n: int, inter: bool, gpu: GpuProfile) -> tuple[int
     suffix = "(ncclDevKernelArgsStorage<4096ul>)"
     if c.kind in (CollectiveKind.SEND, CollectiveKind.RECV):
         return max(1, round(t * 1e9)), "ncclDevKernel_SendRecv" + suffix
-    dt = {"BFloat16": "bf16", "Float": "f32"}.get(c.dtype, "f32")
+    dt = {"BFloat16": "bf16", "Half": "f16", "Float": "f32"}.get(c.dtype, "f32")
     algo = "RING"
     if c.kind == CollectiveKind.ALL_REDUCE:
         ring = costs.collective_time(c.kind, c.size_bytes, n, gpu, inter_node=inter, algorithm="ring")

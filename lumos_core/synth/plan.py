@@ -218,12 +218,19 @@ class _Builder:
         self.a_tp = m.attn_dim // cfg.tp  # this rank's share of Q/K/V/attention-output width
         self.layers = range(stage * cfg.layers_per_stage, (stage + 1) * cfg.layers_per_stage)
         self.gemm_pattern = _GEMM_NAMES.get(gpu.compute_capability[0], _GEMM_NAMES[9])
+        # Volta has no BF16: Megatron trains in FP16 there, so kernels and messages say Half.
+        self.fp16 = gpu.compute_capability[0] < 8
         self._kernel_index: dict[tuple, int] = {}
         self._comm_index: dict[tuple, int] = {}
         self._buckets = self._gradient_buckets()
 
     # ---- descriptor tables (deduplicated: a 96-layer stage reuses one set) ----
     def _kernel(self, desc: KernelDesc) -> int:
+        if self.fp16:
+            desc.kernel_name = desc.kernel_name.replace("c10::BFloat16", "c10::Half").replace(
+                "cutlass::bfloat16_t", "cutlass::half_t")
+            if desc.types:
+                desc.types = [t.replace("c10::BFloat16", "c10::Half") for t in desc.types]
         key = (desc.cpu_name, desc.kernel_name, desc.gpu_ns, repr(desc.dims))
         idx = self._kernel_index.get(key)
         if idx is None:
@@ -232,6 +239,8 @@ class _Builder:
         return idx
 
     def _comm(self, desc: CommDesc) -> int:
+        if self.fp16 and desc.dtype == "BFloat16":
+            desc.dtype = "Half"
         key = (desc.role, desc.kind, desc.coll_name, desc.in_nelems, desc.out_nelems, desc.dtype,
                desc.reduce_op, desc.payload)
         idx = self._comm_index.get(key)
