@@ -17,6 +17,7 @@ from .errors import Cancelled, LumosError
 # name -> one-line help; the module lumos_core.commands.<name> implements it.
 COMMANDS: dict[str, str] = {
     "inspect": "summarise a trace folder: ranks, streams, iterations, clock offsets",
+    "replay": "replay the execution graph and compare with the measured iterations",
     "synth": "generate a SYNTHETIC Megatron-style trace folder (demos, tests, scale benchmarks)",
 }
 
