@@ -3,9 +3,9 @@
 Ranks on different hosts have different clocks (and even on one host the profiler's time base may
 differ per process). A collective ends at nearly the same moment on all of its ranks, so matched
 collective instances are anchors: we solve for one offset per rank that makes every instance end
-at a common time, by alternating two robust steps (instance end = median over its ranks; rank
-offset = median over its instances) with the reference rank held at 0. Ranks linked only through
-other ranks (e.g. a TP group that does not contain rank 0) are aligned transitively.
+at a common time: robust per-pair differences, solved by weighted least squares with the
+reference rank held at 0. Ranks linked only through other ranks (e.g. a TP group that does not
+contain rank 0, or two nodes linked by a few data-parallel collectives) are aligned transitively.
 
 The offsets are applied only when they are larger than what NCCL's own exit skew explains (a few
 µs), so traces of one host, whose clocks agree already, keep their recorded times.
@@ -46,7 +46,7 @@ class ClockAlignment:
         }
 
 
-def estimate_offsets(job: Job, match: CollectiveMatch, iterations: int = 12) -> ClockAlignment:
+def estimate_offsets(job: Job, match: CollectiveMatch) -> ClockAlignment:
     """Solve for per-rank clock offsets from matched collective end times (see module docstring)."""
     p2p = np.isin(match.kind, [CollectiveKind.SEND, CollectiveKind.RECV, CollectiveKind.SEND_RECV])
     usable = (match.members >= 2) & ~p2p
@@ -81,16 +81,9 @@ def estimate_offsets(job: Job, match: CollectiveMatch, iterations: int = 12) -> 
     rank_ids = np.asarray(sorted(set(r_obs.tolist())))
     r_idx = np.searchsorted(rank_ids, r_obs)
     inst_ids, k_idx = np.unique(i_obs, return_inverse=True)
-    off = np.zeros(len(rank_ids))
-    for _ in range(iterations):
-        inst_end = _group_median(e_obs + off[r_idx], k_idx, len(inst_ids))
-        new = _group_median(inst_end[k_idx] - e_obs, r_idx, len(rank_ids))
-        if reference in rank_ids:
-            new -= new[np.searchsorted(rank_ids, reference)]
-        if np.allclose(new, off, atol=1.0):
-            off = new
-            break
-        off = new
+    off = _solve_offsets(r_idx, k_idx, e_obs, len(rank_ids), len(inst_ids))
+    if reference in rank_ids:
+        off -= off[np.searchsorted(rank_ids, reference)]
     inst_end = _group_median(e_obs + off[r_idx], k_idx, len(inst_ids))
     dev = np.abs(e_obs + off[r_idx] - inst_end[k_idx])
     res = _group_median(dev, r_idx, len(rank_ids))
@@ -105,6 +98,65 @@ def estimate_offsets(job: Job, match: CollectiveMatch, iterations: int = 12) -> 
     if not applied:
         notes.append("offsets are within NCCL's exit skew: clocks already agree and were left as recorded")
     return ClockAlignment(offsets, residual, anchors, reference, applied, notes)
+
+
+def _solve_offsets(
+    r_idx: np.ndarray, k_idx: np.ndarray, ends: np.ndarray, n_ranks: int, n_inst: int
+) -> np.ndarray:
+    """Offsets o (one per rank) with ends[i] + o[rank] equal across each instance, least squares.
+
+    Each instance links its participants to its lowest rank (the hub); a pair of ranks gets the
+    median of their end differences over every instance they share (robust to the odd late exit),
+    weighted by how many they share. Solving the weighted normal equations lets a few cross-node
+    data-parallel collectives carry the offset between nodes even when the many intra-node
+    (tensor-parallel) collectives say nothing about it. Each connected group of ranks is pinned at
+    its lowest rank.
+    """
+    order = np.lexsort((r_idx, k_idx))
+    k_s, r_s, e_s = k_idx[order], r_idx[order], ends[order]
+    first = np.ones(len(k_s), bool)
+    first[1:] = k_s[1:] != k_s[:-1]
+    hub_pos = np.maximum.accumulate(np.where(first, np.arange(len(k_s)), 0))
+    hub_r, hub_e = r_s[hub_pos], e_s[hub_pos]
+    link = ~first
+    a, b, d = r_s[link], hub_r[link], hub_e[link] - e_s[link]  # o[a] - o[b] ~ d
+    if len(a) == 0:
+        return np.zeros(n_ranks)
+    pair = a.astype(np.int64) * n_ranks + b
+    porder = np.lexsort((d, pair))
+    pair_s, d_s = pair[porder], d[porder]
+    starts = np.flatnonzero(np.r_[True, pair_s[1:] != pair_s[:-1]])
+    counts = np.diff(np.r_[starts, len(pair_s)])
+    mid = starts + (counts - 1) // 2
+    med = np.where(counts % 2 == 1, d_s[mid], 0.5 * (d_s[mid] + d_s[np.minimum(mid + 1, len(d_s) - 1)]))
+    pa, pb = pair_s[starts] // n_ranks, pair_s[starts] % n_ranks
+    w = counts.astype(np.float64)
+    lap = np.zeros((n_ranks, n_ranks))
+    rhs = np.zeros(n_ranks)
+    np.add.at(lap, (pa, pa), w)
+    np.add.at(lap, (pb, pb), w)
+    np.add.at(lap, (pa, pb), -w)
+    np.add.at(lap, (pb, pa), -w)
+    np.add.at(rhs, pa, w * med)
+    np.add.at(rhs, pb, -w * med)
+    # Pin the lowest rank of every connected component (the system is singular without it).
+    parent = list(range(n_ranks))
+
+    def find(x: int) -> int:
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for x, y in zip(pa.tolist(), pb.tolist()):
+        rx, ry = find(x), find(y)
+        if rx != ry:
+            parent[max(rx, ry)] = min(rx, ry)
+    for root in {find(x) for x in range(n_ranks)}:
+        lap[root, :] = 0.0
+        lap[root, root] = 1.0
+        rhs[root] = 0.0
+    return np.linalg.solve(lap, rhs)
 
 
 def _group_median(values: np.ndarray, groups: np.ndarray, n_groups: int) -> np.ndarray:

@@ -435,8 +435,6 @@ def test_two_nodes_have_different_clocks_and_collectives_reveal_them(tmp_path):
     assert raw[8] - raw[0] == offsets[8] - offsets[0]  # ... recorded ends differ by the clock error
 
 
-@pytest.mark.xfail(strict=True, reason="loader clock alignment (clocks.py) does not yet propagate offsets "
-                   "across nodes linked only by a few DP collectives; see the synth report")
 def test_loader_recovers_the_true_clock_offsets(tmp_path):
     cfg = SynthConfig(model=TINY, tp=2, pp=1, dp=8, microbatches=2, iterations=2, seed=5)
     result = synthesize(cfg, tmp_path / "two-nodes")
