@@ -385,9 +385,11 @@ def test_same_seed_same_bytes_other_seed_other_times(tmp_path):
     a = synthesize(cfg, tmp_path / "a")
     b = synthesize(cfg, tmp_path / "b")
     c = synthesize(SynthConfig(model=TINY, tp=1, pp=2, dp=1, microbatches=2, iterations=1, seed=12), tmp_path / "c")
-    for fa, fb, fc in zip(a.files, b.files, c.files, strict=True):
-        assert fa.read_bytes() == fb.read_bytes()
+    d = synthesize(cfg, tmp_path / "d", workers=2)  # ranks written by two processes: same bytes
+    for fa, fb, fc, fd in zip(a.files, b.files, c.files, d.files, strict=True):
+        assert fa.read_bytes() == fb.read_bytes() == fd.read_bytes()
         assert fa.read_bytes() != fc.read_bytes()
+    assert d.n_events == a.n_events and d.iteration_ms == a.iteration_ms
 
 
 def test_output_folder_must_be_empty_unless_forced(tmp_path):

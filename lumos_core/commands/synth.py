@@ -57,6 +57,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     out.add_argument("--force", action="store_true", help="replace the traces of a non-empty OUT folder")
     out.add_argument("--compress-level", type=int, default=1, choices=range(1, 10), metavar="1-9",
                      help="gzip level (default 1: fast; 6 is ~15%% smaller and 3x slower)")
+    out.add_argument("--workers", type=int, default=None,
+                     help="processes writing ranks in parallel (default: 1 below 32 ranks, else up to 8)")
     out.add_argument("--json", action="store_true", help="print the summary as one JSON object")
     out.add_argument("--quiet", "-q", action="store_true", help="no progress bar on stderr")
 
@@ -72,7 +74,7 @@ def _config_from_args(args: argparse.Namespace) -> SynthConfig:
 def run(args: argparse.Namespace) -> int:
     cfg = _config_from_args(args)
     result = synthesize(cfg, args.out, progress=terminal_progress(not args.quiet and not args.json),
-                        overwrite=args.force, compresslevel=args.compress_level)
+                        overwrite=args.force, compresslevel=args.compress_level, workers=args.workers)
     m = cfg.model
     summary = {
         "synthetic": True,

@@ -13,8 +13,12 @@ accuracy -- accuracy is measured on real traces only. Every file says so at top 
 
 from __future__ import annotations
 
+import multiprocessing
+import os
 import shutil
+import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -198,9 +202,108 @@ def _metadata_events(ident: RankIdentity, rank: int, layout: Layout, cfg: SynthC
     return ev
 
 
+@dataclass
+class _RankStats:
+    rank: int
+    path: Path
+    n_events: int
+    n_gpu: int
+    n_tasks: int
+    size: int
+    offset: int
+    step_spans: list[tuple[int, int]]
+
+
+def _write_rank(job: _Job, table: InstanceTable, rank: int, out: Path, compresslevel: int) -> _RankStats:
+    """Pass 2 for one rank: re-run its timeline with the complete table and stream its file."""
+    cfg, layout, gpu = job.cfg, job.layout, job.gpu
+    setup = job.setup(rank)
+    offset = job.clock_offset(rank)
+    tp, dp, pp = layout.tp_group(rank), layout.dp_group(rank), layout.pp_group(rank)
+    pid = 20_000 + rank
+    ident = RankIdentity(
+        rank=rank, pid=pid, tids=(pid, pid + 181), device=layout.local_rank(rank),
+        shift_ns=TS_ORIGIN_NS + offset,
+        groups=tuple((g.name, g.desc, g.size, g.ranks_text) for g in (tp, dp, pp)),  # type: ignore[arg-type]
+        first_step=cfg.first_step)
+    groups = layout.groups_of(rank)
+    header = {
+        "schemaVersion": 1,
+        "deviceProperties": device_properties(gpu, gpu.gpus_per_node),
+        "cupti_version": 24, "cuda_runtime_version": 12040, "cuda_driver_version": 12040,
+        "distributedInfo": {"backend": "nccl", "rank": rank, "world_size": cfg.world_size,
+                            "pg_count": len(groups), "pg_config": [g.config() for g in groups],
+                            "nccl_version": NCCL_VERSION},
+        "record_shapes": 1,
+        "trace_id": f"{cfg.seed:08X}{rank:08X}LUMOSSYNTHETIC",
+        "displayTimeUnit": "ms",
+        "baseTimeNanoseconds": BASE_TIME_NS,
+        "lumos_synthetic": True,
+        "lumos_clock_offset_ns": offset,
+        "lumos_synth_config": cfg.to_json(),
+    }
+    path = out / rank_file_name(rank, cfg.world_size)
+    with RankTraceWriter(path, header, compresslevel) as writer:
+        writer.write(_metadata_events(ident, rank, layout, cfg))
+        em = Emitter(ident, setup, writer.write)
+        for key in run_rank(setup, table, em):
+            raise RuntimeError(f"rank {rank}: instance {key:#x} unresolved after pass 1")
+        writer.close({"traceName": f"lumos-synthetic://{cfg.model.name}/tp{cfg.tp}-pp{cfg.pp}-dp{cfg.dp}/"
+                                   f"{path.name} (synthetic)"})
+    return _RankStats(rank, path, writer.n_events, em.n_gpu, em.n_events - 2 * em.n_gpu, path.stat().st_size,
+                      offset, em.step_spans)
+
+
+# Worker processes inherit the job and the instance table by fork (read-only, never pickled).
+_FORK_STATE: tuple[_Job, InstanceTable, Path, int] | None = None
+
+
+def _write_rank_in_worker(rank: int) -> _RankStats:
+    assert _FORK_STATE is not None
+    job, table, out, level = _FORK_STATE
+    return _write_rank(job, table, rank, out, level)
+
+
+def _default_workers(world: int) -> int:
+    if world < 32:
+        return 1  # forking costs more than it saves on small jobs (the demo)
+    return max(1, min(os.cpu_count() or 1, 8))
+
+
+def _write_all(job: _Job, table: InstanceTable, out: Path, compresslevel: int, workers: int,
+               progress: Progress) -> Iterator[_RankStats]:
+    """Yield every rank's stats as it is written, in worker processes when asked and safe."""
+    global _FORK_STATE
+    world = job.cfg.world_size
+    # fork is only safe while this process runs one thread (the CLI); a GUI writes in-process.
+    can_fork = "fork" in multiprocessing.get_all_start_methods() and threading.active_count() == 1
+    if workers <= 1 or not can_fork:
+        for rank in range(world):
+            progress(rank / world, f"writing rank {rank + 1} of {world}")
+            yield _write_rank(job, table, rank, out, compresslevel)
+        return
+    _FORK_STATE = (job, table, out, compresslevel)
+    pool = multiprocessing.get_context("fork").Pool(workers)
+    try:
+        for done, stats in enumerate(pool.imap_unordered(_write_rank_in_worker, range(world), chunksize=1)):
+            progress((done + 1) / world, f"wrote rank {stats.rank} ({done + 1} of {world})")
+            yield stats
+        pool.close()
+    except BaseException:
+        pool.terminate()  # cancelled or failed: stop the other ranks at once
+        raise
+    finally:
+        pool.join()
+        _FORK_STATE = None
+
+
 def synthesize(cfg: SynthConfig, out: Path | str, progress: Progress = no_progress, *, overwrite: bool = False,
-               compresslevel: int = 1) -> SynthResult:
-    """Write one synthetic trace per rank of ``cfg`` into folder ``out`` and describe what was written."""
+               compresslevel: int = 1, workers: int | None = None) -> SynthResult:
+    """Write one synthetic trace per rank of ``cfg`` into folder ``out`` and describe what was written.
+
+    ``workers`` processes write ranks in parallel (default: 1 below 32 ranks, else up to 8 CPUs);
+    the output is the same whatever their number.
+    """
     t_start = time.perf_counter()
     out = Path(out)
     _prepare_output(out, overwrite)
@@ -212,56 +315,22 @@ def synthesize(cfg: SynthConfig, out: Path | str, progress: Progress = no_progre
     phase1 = scaled(progress, 0.0, 0.25)
     simulate_collectives(job.setup, world, table, progress=lambda f, m: phase1(f, f"simulating {world} ranks"))
     result = SynthResult(path=out, world_size=world, n_instances=len(table.resolved))
-    phase2 = scaled(progress, 0.25, 1.0)
+    n_workers = _default_workers(world) if workers is None else max(1, workers)
+    by_rank: dict[int, _RankStats] = {}
+    for stats in _write_all(job, table, out, compresslevel, n_workers, scaled(progress, 0.25, 1.0)):
+        by_rank[stats.rank] = stats
     step_longest = [0] * cfg.iterations
-    gpu = job.gpu
-    layout = job.layout
-    config_json = cfg.to_json()
     for rank in range(world):
-        phase2(rank / world, f"writing rank {rank + 1} of {world}")
-        setup = job.setup(rank)
-        offset = job.clock_offset(rank)
-        tp, dp, pp = layout.tp_group(rank), layout.dp_group(rank), layout.pp_group(rank)
-        pid = 20_000 + rank
-        ident = RankIdentity(
-            rank=rank, pid=pid, tids=(pid, pid + 181), device=layout.local_rank(rank),
-            shift_ns=TS_ORIGIN_NS + offset,
-            groups=tuple((g.name, g.desc, g.size, g.ranks_text) for g in (tp, dp, pp)),  # type: ignore[arg-type]
-            first_step=cfg.first_step)
-        header = {
-            "schemaVersion": 1,
-            "deviceProperties": device_properties(gpu, gpu.gpus_per_node),
-            "cupti_version": 24, "cuda_runtime_version": 12040, "cuda_driver_version": 12040,
-            "distributedInfo": {"backend": "nccl", "rank": rank, "world_size": world,
-                                "pg_count": len(layout.groups_of(rank)),
-                                "pg_config": [g.config() for g in layout.groups_of(rank)],
-                                "nccl_version": NCCL_VERSION},
-            "record_shapes": 1,
-            "trace_id": f"{cfg.seed:08X}{rank:08X}LUMOSSYNTHETIC",
-            "displayTimeUnit": "ms",
-            "baseTimeNanoseconds": BASE_TIME_NS,
-            "lumos_synthetic": True,
-            "lumos_clock_offset_ns": offset,
-            "lumos_synth_config": config_json,
-        }
-        path = out / rank_file_name(rank, world)
-        with RankTraceWriter(path, header, compresslevel) as writer:
-            writer.write(_metadata_events(ident, rank, layout, cfg))
-            em = Emitter(ident, setup, writer.write)
-            for key in run_rank(setup, table, em):
-                raise RuntimeError(f"rank {rank}: instance {key:#x} unresolved after pass 1")
-            writer.close({"traceName": f"lumos-synthetic://{cfg.model.name}/tp{cfg.tp}-pp{cfg.pp}-dp{cfg.dp}/"
-                                       f"{path.name} (synthetic)"})
-        result.files.append(path)
-        result.n_events += writer.n_events
-        result.n_gpu += em.n_gpu
-        result.n_tasks += em.n_events - 2 * em.n_gpu
-        result.bytes_on_disk += path.stat().st_size
-        result.clock_offsets_ns.append(offset)
-        for i, (a, b) in enumerate(em.step_spans):
+        stats = by_rank[rank]
+        result.files.append(stats.path)
+        result.n_events += stats.n_events
+        result.n_gpu += stats.n_gpu
+        result.n_tasks += stats.n_tasks
+        result.bytes_on_disk += stats.size
+        result.clock_offsets_ns.append(stats.offset)
+        for i, (a, b) in enumerate(stats.step_spans):
             step_longest[i] = max(step_longest[i], b - a)
     result.iteration_ms = [d / 1e6 for d in step_longest]
     result.seconds = time.perf_counter() - t_start
     progress(1.0, f"wrote {world} ranks")
     return result
-
