@@ -445,6 +445,24 @@ def test_loader_recovers_the_true_clock_offsets(tmp_path):
     assert max(corrected) - min(corrected) <= 2_000  # within 2 µs of one common clock
 
 
+@pytest.mark.parametrize("shape", ["tiny-cpu-bound", "gpu-bound-pp4", "two-nodes"])
+def test_replay_reproduces_synthetic_jobs_within_one_percent(shape, tiny_job, tmp_path):
+    from lumos_core.replay import replay
+
+    if shape == "tiny-cpu-bound":
+        out = tiny_job[0]
+    else:
+        cfg = {"gpu-bound-pp4": SynthConfig(model=ModelSpec("wide", 4, 4096, 16384, 32, 2048, vocab=8192), tp=1,
+                                            pp=4, dp=1, microbatches=4, iterations=2),
+               "two-nodes": SynthConfig(model=TINY, tp=2, pp=1, dp=8, microbatches=2, iterations=2, seed=5)}[shape]
+        out = tmp_path / shape
+        synthesize(cfg, out)
+    result = replay(load_job(out, use_cache=False))
+    errors = [it.error_pct for r in result.ranks for it in r.iterations]
+    assert len(errors) == 2 * len(result.ranks)
+    assert max(abs(e) for e in errors) <= 1.0
+
+
 def test_cli_synth_writes_and_reports(tmp_path, capsys):
     out = tmp_path / "cli"
     rc = cli_main(["synth", str(out), "--model", "custom", "--layers", "2", "--hidden", "128", "--heads", "2",
