@@ -1,7 +1,10 @@
 """The app's offline demo: a small synthetic job generated once into the user cache directory.
 
-``lumos --demo`` opens :func:`demo_job_path`: an 8-rank TP2 x PP2 x DP2 GPT job (8 layers, hidden
-1024, 2 iterations; ~1.5 MB) that loads in about a second. It is generated on first use -- third-
+``lumos --demo`` opens :func:`demo_job_path`: an 8-rank TP2 x PP2 x DP2 GPT job (1.9 B parameters:
+8 layers, hidden 4096, sequence 2048; 4 microbatches, 2 iterations of ~55 ms; ~1.5 MB, generated in
+~0.2 s) that loads in well under a second. The model is big enough for the GPU to be the bottleneck,
+so the timeline shows what Megatron's does: pipeline bubbles, two TP all-reduces per layer and
+direction, and gradient reduce-scatters overlapping the last backward. It is generated on first use -- third-
 party traces are never shipped -- into ``<cache>/demo-<hash>/`` (``LUMOS_CACHE_DIR`` or the
 platform's user cache directory, never the install folder). Generation writes a temporary sibling
 folder and renames it into place, so a crash or a concurrent start never leaves a half-written
@@ -26,8 +29,8 @@ from .synth import GENERATOR_VERSION, ModelSpec, SynthConfig, rank_file_name, sy
 __all__ = ["DEMO_CONFIG", "demo_job_path"]
 
 DEMO_CONFIG = SynthConfig(
-    model=ModelSpec("gpt-demo-0.1b", layers=8, hidden=1024, ffn=4096, heads=16, seq=1024, vocab=32000),
-    tp=2, pp=2, dp=2, microbatches=4, micro_batch=2, schedule="1f1b", gpu="H100", iterations=2, seed=2025,
+    model=ModelSpec("gpt-demo-1.9b", layers=8, hidden=4096, ffn=16384, heads=32, seq=2048, vocab=32000),
+    tp=2, pp=2, dp=2, microbatches=4, micro_batch=1, schedule="1f1b", gpu="H100", iterations=2, seed=2025,
 )
 _MARKER = ".lumos-synth-complete"
 
