@@ -474,8 +474,6 @@ class MainWindow(QMainWindow):
         # every family drawn somewhere in this job, GPU families first (the enum's order)
         present = sorted({int(f) for fam in loaded.families for f in np.unique(fam)})
         self.legend.set_families(present)
-            present + [int(Family.CPU_OP), int(Family.CPU_RUNTIME), int(Family.CPU_ANNOTATION)]
-        )
         self.iteration_combo.clear()
         self.iteration_combo.addItem("Zoom to iteration…")
         for name in self.timeline.iteration_names:
