@@ -62,7 +62,7 @@ class RowTable:
     row_of: dict[tuple[int, int], int] = field(default_factory=dict)
     depths: dict[int, int] = field(default_factory=dict)  # lane -> number of rows (max depth + 1)
     _reach: dict[int, np.ndarray] = field(default_factory=dict)  # rows whose ends are not sorted
-    _pyramid: dict[tuple[int, int], tuple[np.ndarray, ...]] = field(default_factory=dict)
+    _pyramid: dict[tuple[int, int], tuple[tuple[np.ndarray, ...], np.ndarray]] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.start)
@@ -90,34 +90,35 @@ class RowTable:
         a, b = self.row_slice(row)
         level = _level_for(px)
         if b - a >= PYRAMID_MIN_EVENTS and level >= 0:
-            s, e, f, w, single = self._level(row, level)
-            i0 = int(np.searchsorted(e, x0, side="right"))
-            i1 = max(i0, int(np.searchsorted(s, x1, side="left")))
-            return _as_spans(_merge(s[i0:i1], e[i0:i1], f[i0:i1], w[i0:i1], single[i0:i1], px))
+            cols, reach = self._level(row, level)
+            i0 = int(np.searchsorted(reach, x0, side="right"))
+            i1 = max(i0, int(np.searchsorted(cols[0], x1, side="left")))
+            return _as_spans(_merge(*(c[i0:i1] for c in cols), px), px)
         i0, i1 = self.window(row, x0, x1)
         s = self.start[i0:i1]
         e = self.end[i0:i1]
         keep = e >= x0  # rows with unsorted ends may include events that end before the window
         if not keep.all():
             idx = np.flatnonzero(keep)
-            s, e = s[idx], e[idx]
-            return _as_spans(merge_spans(s, e, self.family[i0:i1][idx], i0 + idx, px))
-        return _as_spans(merge_spans(s, e, self.family[i0:i1], np.arange(i0, i1), px))
+            return _as_spans(merge_spans(s[idx], e[idx], self.family[i0:i1][idx], i0 + idx, px), px)
+        return _as_spans(merge_spans(s, e, self.family[i0:i1], np.arange(i0, i1), px), px)
 
-    def _level(self, row: int, level: int) -> tuple[np.ndarray, ...]:
+    def _level(self, row: int, level: int) -> tuple[tuple[np.ndarray, ...], np.ndarray]:
+        """Spans of ``row`` merged at level ``level`` and their drawn ends there (sorted)."""
         got = self._pyramid.get((row, level))
-        if got is not None:
-            return got
-        finer = next((k for k in range(level - 1, -1, -1) if (row, k) in self._pyramid), None)
-        if finer is None:
-            a, b = self.row_slice(row)
-            s, e, f = self.start[a:b], self.end[a:b], self.family[a:b]
-            src = (s, e, f, e - s, np.arange(a, b))
-        else:
-            src = self._pyramid[(row, finer)]
-        out = _merge(*src, PYRAMID_BASE_MS * _LEVEL_RATIO**level)
-        self._pyramid[(row, level)] = out
-        return out
+        if got is None:
+            finer = next((k for k in range(level - 1, -1, -1) if (row, k) in self._pyramid), None)
+            if finer is None:
+                a, b = self.row_slice(row)
+                s, e, f = self.start[a:b], self.end[a:b], self.family[a:b]
+                src: tuple[np.ndarray, ...] = (s, e, s, f, e - s, np.arange(a, b))
+            else:
+                src = self._pyramid[(row, finer)][0]
+            px_level = PYRAMID_BASE_MS * _LEVEL_RATIO**level
+            cols = _merge(*src, px_level)
+            got = (cols, np.maximum(cols[1], cols[2] + px_level))
+            self._pyramid[(row, level)] = got
+        return got
 
     def find(self, row: int, x: float, tolerance: float) -> int:
         """Table index of the event of ``row`` under ``x`` (ms), or the nearest within
@@ -141,7 +142,7 @@ class RowTable:
     def nbytes(self) -> int:
         n = self.start.nbytes + self.end.nbytes + self.event.nbytes + self.family.nbytes + self.begin.nbytes
         n += sum(r.nbytes for r in self._reach.values())
-        n += sum(sum(a.nbytes for a in lv) for lv in self._pyramid.values())
+        n += sum(sum(a.nbytes for a in cols) + reach.nbytes for cols, reach in self._pyramid.values())
         return n
 
 
@@ -198,49 +199,55 @@ def _level_for(px: float) -> int:
 def merge_spans(
     start: np.ndarray, end: np.ndarray, family: np.ndarray, index: np.ndarray, px: float
 ) -> tuple[np.ndarray, ...]:
-    """Merge events (sorted by start) into spans at ``px`` ms per pixel; see :func:`_merge`."""
-    return _merge(start, end, family, end - start, index, px)
+    """Merge events (sorted by start, table indices ``index``) into spans at ``px`` ms per pixel.
+
+    Returns (start, end, tail, family, weight, single) as :func:`_merge`; draw a span from ``start``
+    to ``max(end, tail + px)``.
+    """
+    return _merge(start, end, start, family, end - start, index, px)
 
 
 def _merge(
     start: np.ndarray,
     end: np.ndarray,
+    tail: np.ndarray,
     family: np.ndarray,
     weight: np.ndarray,
     single: np.ndarray,
     px: float,
 ) -> tuple[np.ndarray, ...]:
-    """Widen every span to at least ``px`` and merge spans that then touch or overlap.
+    """Widen every member to at least ``px`` and merge members that then touch or overlap.
 
-    Returns (start, end, family, weight, single): the family and weight of a merged span are those
-    of its longest member; ``single`` keeps the member's index when the span has exactly one member.
+    A member is an event or an already merged span: ``end`` is the true end of its last work,
+    ``tail`` the start of its last event (a merged span is drawn to ``max(end, tail + px)``, exactly
+    as its events would be), so merging spans again at a coarser ``px`` gives the same result as
+    merging the events directly. The family and weight of a merged span are those of its longest
+    event; ``single`` keeps the event's table index when the span is exactly one event, else -1.
     """
     n = len(start)
     if n == 0:
-        return start, end, family, weight, single
-    e = np.maximum(end, start + px)
-    reach = np.maximum.accumulate(e)
+        return start, end, tail, family, weight, single
+    reach = np.maximum.accumulate(np.maximum(end, tail + px))
     new = np.empty(n, bool)
     new[0] = True
     np.greater(start[1:], reach[:-1], out=new[1:])
     heads = np.flatnonzero(new)
     if len(heads) == n:
-        return start, e, family, weight, single
-    tails = np.r_[heads[1:] - 1, n - 1]
-    counts = tails - heads + 1
-    # longest member wins: pack (duration, family) into one int64 and take the max per span
+        return start, end, tail, family, weight, single
+    last = np.r_[heads[1:] - 1, n - 1]
+    # longest event wins: pack (duration, family) into one int64 and take the max per span
     packed = np.minimum(weight * _NS_PER_MS, 2**50).astype(np.int64) * 32 + family.astype(np.int64)
     best = np.maximum.reduceat(packed, heads)
-    merged_single = np.where(counts == 1, single[heads], -1)
     return (
         start[heads],
-        reach[tails],
+        np.maximum.reduceat(end, heads),
+        np.maximum.reduceat(tail, heads),
         (best % 32).astype(np.uint8),
         (best // 32) / _NS_PER_MS,
-        merged_single,
+        np.where(last == heads, single[heads], -1),
     )
 
 
-def _as_spans(merged: tuple[np.ndarray, ...]) -> Spans:
-    s, e, f, _w, single = merged
-    return Spans(s, e, f, single)
+def _as_spans(merged: tuple[np.ndarray, ...], px: float) -> Spans:
+    s, e, tail, f, _w, single = merged
+    return Spans(s, np.maximum(e, tail + px), f, single)

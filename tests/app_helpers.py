@@ -1,5 +1,5 @@
-"""Helpers for the app tests (tests/test_app_*.py): isolated QSettings, windows that are always shut
-down, synthetic mouse input, pixel checks. Test modules import the fixtures they use from here.
+"""Helpers for the app tests (tests/test_app_*.py): windows that are always shut down, synthetic
+mouse input, pixel checks. The fixtures live in ``app_fixtures`` (loaded with ``pytest_plugins``).
 
 A window that loaded a folder is shared by a test module (loading is the slow part); every
 window's background tasks are cancelled and waited for in teardown, so no QThread outlives a test.
@@ -8,24 +8,15 @@ window's background tasks are cancelled and waited for in teardown, so no QThrea
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
-import pytest
-from PySide6.QtCore import QEvent, QPoint, QPointF, QSettings, Qt
+from PySide6.QtCore import QEvent, QPoint, QPointF, Qt
 from PySide6.QtGui import QColor, QImage, QMouseEvent, QWheelEvent
 from PySide6.QtWidgets import QApplication
 
 from app.main_window import MainWindow
 from app.timeline_view import TimelineView
-
-
-@pytest.fixture(scope="session", autouse=True)
-def _isolated_settings(tmp_path_factory: pytest.TempPathFactory) -> None:
-    QSettings.setPath(
-        QSettings.Format.IniFormat, QSettings.Scope.UserScope, str(tmp_path_factory.mktemp("qsettings"))
-    )
 
 
 def make_window() -> MainWindow:
@@ -51,15 +42,6 @@ def wait_loaded(w: MainWindow, timeout_s: float = 90.0) -> None:
         time.sleep(0.005)
     QApplication.processEvents()
     assert not w.is_loading, "load did not finish in time"
-
-
-@pytest.fixture
-def window(qtbot) -> Iterator[MainWindow]:  # type: ignore[no-untyped-def]
-    w = make_window()
-    qtbot.addWidget(w)
-    yield w
-    w.shutdown()
-    assert not w.is_loading
 
 
 def open_in_window(qapp, path: str | Path) -> MainWindow:  # type: ignore[no-untyped-def]

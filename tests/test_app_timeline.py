@@ -9,7 +9,6 @@ import math
 import numpy as np
 import pytest
 from app_helpers import (
-    _isolated_settings,  # noqa: F401  (fixture)
     click,
     close_window,
     color_pixels,
@@ -33,6 +32,8 @@ from lumos_core.summaries import collectives_table
 from lumos_core.trace import Kind
 
 pytestmark = needs_shared
+
+pytest_plugins = ["app_fixtures"]  # window, isolated QSettings
 
 
 @pytest.fixture(scope="module")

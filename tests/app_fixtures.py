@@ -1,0 +1,31 @@
+"""Fixtures of the app tests, loaded by each test_app_* module with ``pytest_plugins``.
+
+Kept apart from :mod:`app_helpers` because pytest must import a plugin module itself (to rewrite its
+asserts) before anything else imports it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from app_helpers import make_window
+from PySide6.QtCore import QSettings
+
+from app.main_window import MainWindow
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _isolated_settings(tmp_path_factory: pytest.TempPathFactory) -> None:
+    QSettings.setPath(
+        QSettings.Format.IniFormat, QSettings.Scope.UserScope, str(tmp_path_factory.mktemp("qsettings"))
+    )
+
+
+@pytest.fixture
+def window(qtbot) -> Iterator[MainWindow]:  # type: ignore[no-untyped-def]
+    w = make_window()
+    qtbot.addWidget(w)
+    yield w
+    w.shutdown()
+    assert not w.is_loading

@@ -1,0 +1,68 @@
+"""The `lumos` entry point: help, and `--screenshot` rendering offscreen (demo, a real folder, errors)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from app_helpers import color_pixels
+from conftest import REPO, needs_shared, shared
+from PySide6.QtGui import QImage
+
+from app.theme import FAMILY_HEX
+from lumos_core.kernel_families import Family
+
+pytest_plugins = ["app_fixtures"]  # window, isolated QSettings
+
+
+def run_lumos(*args: str, tmp_path: Path, timeout: int = 120) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "QT_QPA_PLATFORM": "offscreen", "LUMOS_CACHE_DIR": os.environ["LUMOS_CACHE_DIR"]}
+    env["XDG_CONFIG_HOME"] = str(tmp_path / "config")  # never touch the user's QSettings
+    return subprocess.run(
+        [sys.executable, "-m", "app", *args],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=env,
+        timeout=timeout,
+    )
+
+
+def test_help_lists_app_options_and_engine_commands(tmp_path) -> None:
+    out = run_lumos("--help", tmp_path=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "--screenshot" in out.stdout and "--demo" in out.stdout
+    assert "lumos inspect" in out.stdout and "engine commands" in out.stdout
+
+
+def test_demo_screenshot_renders_lanes_offscreen(tmp_path) -> None:
+    png = tmp_path / "demo.png"
+    out = run_lumos("--demo", "--screenshot", str(png), "--size", "1400x900", tmp_path=tmp_path)
+    assert out.returncode == 0, out.stderr
+    img = QImage(str(png))
+    assert (img.width(), img.height()) == (1400, 900)
+    assert color_pixels(img, FAMILY_HEX[Family.GEMM]) > 1000
+    assert color_pixels(img, FAMILY_HEX[Family.NCCL_ALL_REDUCE]) > 100
+
+
+@needs_shared
+def test_folder_screenshot_with_timings(tmp_path) -> None:
+    png = tmp_path / "nanogpt.png"
+    out = run_lumos(
+        str(shared("h100-nanogpt-8rank")), "--screenshot", str(png), "--timings", tmp_path=tmp_path
+    )
+    assert out.returncode == 0, out.stderr
+    assert "first paint after" in out.stderr
+    img = QImage(str(png))
+    assert color_pixels(img, FAMILY_HEX[Family.NCCL_REDUCE_SCATTER]) > 300
+    assert color_pixels(img, FAMILY_HEX[Family.GEMM]) > 3000
+
+
+def test_unloadable_path_saves_the_error_and_exits_1(tmp_path) -> None:
+    png = tmp_path / "error.png"
+    out = run_lumos(str(tmp_path / "missing"), "--screenshot", str(png), tmp_path=tmp_path)
+    assert out.returncode == 1
+    assert "no such file or folder" in out.stderr
+    assert png.is_file()
