@@ -35,6 +35,7 @@ import random
 from collections import deque
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ..errors import LumosError
 from .plan import (
@@ -53,6 +54,9 @@ from .plan import (
     THREAD_MAIN,
     StagePlan,
 )
+
+if TYPE_CHECKING:  # emit imports this module
+    from .emit import Emitter
 
 __all__ = ["InstanceTable", "RankSetup", "run_rank", "simulate_collectives", "unit_hash"]
 
@@ -142,7 +146,7 @@ def p2p_key(a: int, b: int, seq: int) -> int:
     return (1 << 62) | (lo << 42) | (hi << 21) | seq
 
 
-def run_rank(setup: RankSetup, table: InstanceTable, em=None) -> Generator[int, None, None]:
+def run_rank(setup: RankSetup, table: InstanceTable, em: Emitter | None = None) -> Generator[int, None, None]:
     """Interpret one rank's plan for all iterations; yields instance keys it must wait for.
 
     With ``em`` (an :class:`.emit.Emitter`) every event is emitted; then the table must be
@@ -272,7 +276,7 @@ def run_rank(setup: RankSetup, table: InstanceTable, em=None) -> Generator[int, 
                         x0 = x1 = 0
                     if em is not None:
                         em.collective(th, comms[cd], setup, key, s, cd, t0, t1, a0, a1, r0, r1, w0, w1, l0, l1,
-                                      ready, resolved.get(key, ready), q0, q1, x0, x1, wait,
+                                      ready, resolved[key], q0, q1, x0, x1, wait,
                                       handle)
 
             elif code == OP_WAIT:
