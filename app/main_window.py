@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 from PySide6.QtCore import QByteArray, Qt, QTimer, Signal
-from PySide6.QtGui import QAction, QCloseEvent, QDragEnterEvent, QDropEvent, QKeySequence
+from PySide6.QtGui import QAction, QCloseEvent, QDragEnterEvent, QDropEvent, QKeySequence, QShowEvent
 from PySide6.QtWidgets import (
     QApplication,
     QComboBox,
@@ -48,7 +48,7 @@ from .export import export_png, export_svg
 from .jobs import BackgroundTask
 from .loaded_job import LoadedJob, prepare_job
 from .summary_panes import SummaryPanes
-from .theme import DARK, LIGHT, THEMES, Theme
+from .theme import DARK, LIGHT, THEMES, Theme, apply_palette
 from .timeline_view import Hit, TimelineView
 
 KEYS_HELP = (
@@ -76,12 +76,13 @@ class LegendBar(QLabel):
         self._render()
 
     def _render(self) -> None:
+        # unbreakable chips (no-break spaces, a word joiner after "/"): lines wrap only between chips
         chips = [
-            f"<span style='color:{self.theme.family_color(f).name()}; font-size:14px'>■</span>"
-            f"&nbsp;{html.escape(Family(f).label).replace(' ', '&nbsp;')}"
+            f"<span style='color:{self.theme.family_color(f).name()}; font-size:14px'>■</span>&nbsp;"
+            + html.escape(Family(f).label).replace(" ", "&nbsp;").replace("/", "/\u2060")
             for f in self.families
         ]
-        self.setText("&nbsp;&nbsp;&nbsp;".join(chips))
+        self.setText("&nbsp;&nbsp; ".join(chips))  # the plain space is where lines may wrap
 
 
 class Banner(QFrame):
@@ -176,6 +177,7 @@ class MainWindow(QMainWindow):
         self._tasks: dict[int, BackgroundTask] = {}
         self._open_started = 0.0
         self._drop_dirs: list[tempfile.TemporaryDirectory[str]] = []
+        self._restored = False
 
         self.timeline = TimelineView(self.theme)
         self.details = DetailsPanel(self.theme)
@@ -213,8 +215,7 @@ class MainWindow(QMainWindow):
         self.details_dock.setWidget(self.details)
         self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.details_dock)
         self.splitDockWidget(self.summary_dock, self.details_dock, Qt.Orientation.Vertical)
-        self.resizeDocks([self.summary_dock], [580], Qt.Orientation.Horizontal)
-        self.resizeDocks([self.summary_dock, self.details_dock], [560, 300], Qt.Orientation.Vertical)
+        self._docks_sized = False
 
         self._build_status_bar()
         self._build_toolbar()
@@ -554,6 +555,7 @@ class MainWindow(QMainWindow):
 
     def _apply_theme(self, theme: Theme) -> None:
         self.theme = theme
+        apply_palette(QApplication.instance(), theme)
         self.timeline.apply_theme(theme)
         self.details.apply_theme(theme)
         self.summaries.apply_theme(theme)
@@ -617,6 +619,20 @@ class MainWindow(QMainWindow):
         return Path(tmp.name)
 
     # ------------------------------------------------------------------ settings and shutdown
+    def showEvent(self, ev: QShowEvent) -> None:
+        super().showEvent(ev)
+        if not self._docks_sized and not self._restored:
+            self._docks_sized = True
+            # dock sizes only stick once the window is laid out at its real size
+            QTimer.singleShot(0, self._size_docks)
+
+    def _size_docks(self) -> None:
+        self.resizeDocks([self.summary_dock], [max(420, int(self.width() * 0.36))], Qt.Orientation.Horizontal)
+        h = max(self.height() - 120, 400)
+        self.resizeDocks(
+            [self.summary_dock, self.details_dock], [int(h * 0.6), int(h * 0.4)], Qt.Orientation.Vertical
+        )
+
     def _refresh_recent(self) -> None:
         paths = settings.recent_paths()
         self.recent_menu.clear()
@@ -634,7 +650,7 @@ class MainWindow(QMainWindow):
         if isinstance(geometry, QByteArray):
             self.restoreGeometry(geometry)
         if isinstance(state, QByteArray):
-            self.restoreState(state)
+            self._restored = bool(self.restoreState(state))
 
     def save_layout(self) -> None:
         s = settings.settings()

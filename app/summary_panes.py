@@ -7,7 +7,6 @@ exported as CSV (same rows, raw units: ns, bytes, GB/s).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -70,8 +69,9 @@ _COLL_FAMILY = {
 @dataclass(frozen=True)
 class FileStatus:
     file: str
-    state: str  # loading, cached, loaded, failed
+    state: str  # cached, loaded, failed
     detail: str
+    rank: int = -1  # once the job is assembled
 
 
 def _ms(ns: float) -> str:
@@ -116,6 +116,7 @@ class TablePane(QWidget):
         self.view.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
         self.view.horizontalHeader().setStretchLastSection(True)
         self.view.setWordWrap(False)
+        self.view.setTextElideMode(Qt.TextElideMode.ElideRight)
         self.export_button = QPushButton("Export CSV…")
         self.export_button.clicked.connect(self._ask_export)
         top = QHBoxLayout()
@@ -141,8 +142,8 @@ class TablePane(QWidget):
             self.proxy.sort(-1)
         self.view.resizeColumnsToContents()
         for c in range(self.model.columnCount()):
-            if self.view.columnWidth(c) > 320:
-                self.view.setColumnWidth(c, 320)
+            if self.view.columnWidth(c) > 260:
+                self.view.setColumnWidth(c, 260)
 
     def export_csv(self, path: str | Path) -> None:
         write_csv(self.model.rows, path, self.row_type)
@@ -283,11 +284,11 @@ class SummaryPanes(QTabWidget):
                 lambda r: r.name,
                 color=lambda r: _family_color(self.theme, _LABEL_TO_FAMILY.get(r.family)),
             ),
-            Column("family", lambda r: r.family),
-            Column("count", lambda r: r.count, lambda v: f"{v:,}", numeric=True),
             Column("total (ms)", lambda r: r.total_ns, _ms, numeric=True),
-            Column("mean (µs)", lambda r: r.mean_ns, _us, numeric=True),
             Column("share", lambda r: r.share, lambda v: f"{100 * v:.1f} %", "of summed GPU time", True),
+            Column("count", lambda r: r.count, lambda v: f"{v:,}", numeric=True),
+            Column("mean (µs)", lambda r: r.mean_ns, _us, numeric=True),
+            Column("family", lambda r: r.family),
             Column("ranks", lambda r: r.ranks, numeric=True),
         ]
         self.kernels = TablePane("top_kernels", cols, KernelStat, [QLabel("Scope:"), self.kernel_scope])
@@ -304,8 +305,15 @@ class SummaryPanes(QTabWidget):
             Column(
                 "size", lambda r: r.size_bytes, _size, "message size per rank (NCCL-tests convention)", True
             ),
-            Column("ranks", lambda r: r.ranks, lambda v: str(v), numeric=True),
-            Column("start (ms)", lambda r: r.start_ns, _ms, "earliest start over ranks", True),
+            Column(
+                "bus BW (GB/s)",
+                lambda r: r.bus_bw_gbps,
+                _gbps,
+                "size × NCCL-tests factor / shortest duration (the last rank to arrive barely waits)",
+                True,
+            ),
+            Column("median (µs)", lambda r: r.dur_median_ns, _us, "median duration over ranks", True),
+            Column("skew (µs)", lambda r: r.skew_ns, _us, "spread of start times across ranks", True),
             Column(
                 "min (µs)",
                 lambda r: r.dur_min_ns,
@@ -313,7 +321,6 @@ class SummaryPanes(QTabWidget):
                 "shortest duration (the rank that arrived last)",
                 True,
             ),
-            Column("median (µs)", lambda r: r.dur_median_ns, _us, numeric=True),
             Column(
                 "max (µs)",
                 lambda r: r.dur_max_ns,
@@ -321,14 +328,8 @@ class SummaryPanes(QTabWidget):
                 "longest duration (includes waiting for others)",
                 True,
             ),
-            Column("skew (µs)", lambda r: r.skew_ns, _us, "spread of start times across ranks", True),
-            Column(
-                "bus BW (GB/s)",
-                lambda r: r.bus_bw_gbps,
-                _gbps,
-                "size × NCCL-tests factor / shortest duration",
-                True,
-            ),
+            Column("ranks", lambda r: r.ranks, numeric=True),
+            Column("start (ms)", lambda r: r.start_ns, _ms, "earliest start over ranks", True),
             Column("group", lambda r: r.group),
         ]
         self.collectives = TablePane("collectives", cols, CollectiveStat)
@@ -361,11 +362,14 @@ class SummaryPanes(QTabWidget):
 
     def _build_files(self) -> None:
         cols = [
-            Column("file", lambda r: Path(r.file).name),
+            Column("rank", lambda r: r.rank, lambda v: "" if v < 0 else str(v), numeric=True),
             Column("state", lambda r: r.state),
+            Column("file", lambda r: Path(r.file).name),
             Column("detail", lambda r: r.detail),
         ]
         self.files = TablePane("files", cols, FileStatus)
+        # trace file names often differ only in the middle (a hash, the rank) and share their ends
+        self.files.view.setTextElideMode(Qt.TextElideMode.ElideMiddle)
         self.warnings = QPlainTextEdit()
         self.warnings.setReadOnly(True)
         self.warnings.setPlaceholderText("No warnings.")
@@ -395,7 +399,7 @@ class SummaryPanes(QTabWidget):
         for t in loaded.job.ranks:
             self.kernel_scope.addItem(f"rank {t.rank}", t.rank)
         self.kernel_scope.blockSignals(False)
-        self.kernels.set_rows(loaded.kernels[:500], sort_column=3)
+        self.kernels.set_rows(loaded.kernels[:500], sort_column=1)
         self.collectives.set_rows(loaded.collectives)
         self.clocks.set_rows(loaded.clocks)
         align = loaded.job.alignment or {}
@@ -439,7 +443,7 @@ class SummaryPanes(QTabWidget):
         rows = (
             self.loaded.kernels if rank is None or rank < 0 else top_kernels(self.loaded.job, int(rank), None)
         )
-        self.kernels.set_rows(rows[:500], sort_column=3)
+        self.kernels.set_rows(rows[:500], sort_column=1)
         self.rank_scope_changed.emit(-1 if rank is None else int(rank))
 
     def tables(self) -> dict[str, tuple[list[Any], type]]:
@@ -466,9 +470,3 @@ class SummaryPanes(QTabWidget):
     def apply_theme(self, theme: Theme) -> None:
         self.theme = theme
         self.chart.apply_theme(theme)
-
-
-def show_tab(tabs: QTabWidget, widget: QWidget, then: Callable[[], None] | None = None) -> None:
-    tabs.setCurrentWidget(widget)
-    if then:
-        then()

@@ -104,3 +104,39 @@ DARK = Theme(
 )
 
 THEMES = {t.name: t for t in (LIGHT, DARK)}
+
+
+def apply_palette(app: object, theme: Theme) -> None:
+    """Give every Qt widget (tables, text, menus) colours that match the timeline's theme."""
+    from PySide6.QtGui import QPalette
+    from PySide6.QtWidgets import QApplication
+
+    if not isinstance(app, QApplication):
+        return
+    if app.style().name().lower() != "fusion":
+        app.setStyle("Fusion")  # the one style that follows a custom palette on every platform
+    if theme.name != "dark":
+        app.setPalette(app.style().standardPalette())
+        return
+    p = QPalette()
+    role = QPalette.ColorRole
+    base, window, text = QColor("#1E1F22"), QColor("#2B2D31"), QColor(theme.foreground)
+    p.setColor(role.Window, window)
+    p.setColor(role.WindowText, text)
+    p.setColor(role.Base, base)
+    p.setColor(role.AlternateBase, QColor("#25262A"))
+    p.setColor(role.ToolTipBase, window)
+    p.setColor(role.ToolTipText, text)
+    p.setColor(role.Text, text)
+    p.setColor(role.PlaceholderText, QColor(theme.muted))
+    p.setColor(role.Button, window)
+    p.setColor(role.ButtonText, text)
+    p.setColor(role.BrightText, QColor("#FF6B6B"))
+    p.setColor(role.Highlight, QColor("#3D5A80"))
+    p.setColor(role.HighlightedText, QColor("#FFFFFF"))
+    p.setColor(role.Link, QColor("#64B5F6"))
+    for group in (QPalette.ColorGroup.Disabled,):
+        p.setColor(group, role.Text, QColor(theme.muted))
+        p.setColor(group, role.ButtonText, QColor(theme.muted))
+        p.setColor(group, role.WindowText, QColor(theme.muted))
+    app.setPalette(p)

@@ -366,10 +366,10 @@ def test_top_kernels_pane_per_job_and_per_rank(win) -> None:
     pane = win.summaries.kernels
     first = pane.proxy.index(0, 0).data()
     assert first.startswith("ncclDevKernel_AllGather")
-    assert pane.proxy.index(0, 2).data() == "320"
+    assert pane.proxy.index(0, 3).data() == "320"
     win.summaries.kernel_scope.setCurrentIndex(1)  # rank 0
-    assert pane.proxy.index(0, 2).data() == "38"
-    assert pane.proxy.index(0, 3).data() == "25.104"
+    assert pane.proxy.index(0, 3).data() == "38"
+    assert pane.proxy.index(0, 1).data() == "25.104"
     win.summaries.kernel_scope.setCurrentIndex(0)
 
 
@@ -381,7 +381,7 @@ def test_collectives_pane_lists_every_instance_with_bus_bandwidth(win) -> None:
     k = pane.model.rows.index(big)
     assert pane.model.cell_text(k, 1) == "ReduceScatter"
     assert pane.model.cell_text(k, 2) == "73.7 MiB"
-    assert pane.model.cell_text(k, 9) == f"{big.bus_bw_gbps:,.1f}"
+    assert pane.model.cell_text(k, 3) == f"{big.bus_bw_gbps:,.1f}"
     assert 150 < big.bus_bw_gbps < 450
 
 
