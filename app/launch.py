@@ -50,6 +50,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--size", default="1600x1000", metavar="WxH", help="window size for --screenshot (default 1600x1000)"
     )
     parser.add_argument("--theme", choices=["light", "dark"], help="colour theme (default: last used)")
+    parser.add_argument(
+        "--iteration",
+        type=int,
+        metavar="N",
+        help="after loading, zoom to the N-th profiled iteration (1 = first)",
+    )
     parser.add_argument("--timings", action="store_true", help="print load and first-paint times to stderr")
     return parser
 
@@ -114,7 +120,7 @@ def run_app(args: list[str]) -> int:
             QTimer.singleShot(50, save_and_quit)
 
         def on_painted(_seconds: float) -> None:
-            QTimer.singleShot(50, save_and_quit)
+            QTimer.singleShot(80, save_and_quit)
 
         window.first_painted.connect(on_painted)
         window.load_failed.connect(on_failed)
@@ -127,6 +133,10 @@ def run_app(args: list[str]) -> int:
                 file=sys.stderr,
             )
         )
+
+    if ns.iteration is not None:
+        k = ns.iteration - 1
+        window.job_loaded.connect(lambda _lj: window.timeline.zoom_to_iteration(k))
 
     window.show()
     if ns.demo:

@@ -39,7 +39,9 @@ def test_help_lists_app_options_and_engine_commands(tmp_path) -> None:
 
 def test_demo_screenshot_renders_lanes_offscreen(tmp_path) -> None:
     png = tmp_path / "demo.png"
-    out = run_lumos("--demo", "--screenshot", str(png), "--size", "1400x900", tmp_path=tmp_path)
+    out = run_lumos(
+        "--demo", "--iteration", "2", "--screenshot", str(png), "--size", "1400x900", tmp_path=tmp_path
+    )
     assert out.returncode == 0, out.stderr
     img = QImage(str(png))
     assert (img.width(), img.height()) == (1400, 900)
