@@ -37,13 +37,13 @@ _LEVEL_RATIO = 4.0
 
 @dataclass
 class Spans:
-    """Drawable spans of one row in a window: [start, end) ms, family, and the table index of the
-    event when the span is exactly one event (-1 for merged spans)."""
+    """Drawable spans of one row in a window: [start, end) ms, family, and ``lead``: the table index
+    of the span's longest event (the span's colour and, when it is wide enough, its label)."""
 
     start: np.ndarray
     end: np.ndarray
     family: np.ndarray
-    single: np.ndarray
+    lead: np.ndarray
 
     def __len__(self) -> int:
         return len(self.start)
@@ -201,7 +201,7 @@ def merge_spans(
 ) -> tuple[np.ndarray, ...]:
     """Merge events (sorted by start, table indices ``index``) into spans at ``px`` ms per pixel.
 
-    Returns (start, end, tail, family, weight, single) as :func:`_merge`; draw a span from ``start``
+    Returns (start, end, tail, family, weight, lead) as :func:`_merge`; draw a span from ``start``
     to ``max(end, tail + px)``.
     """
     return _merge(start, end, start, family, end - start, index, px)
@@ -213,7 +213,7 @@ def _merge(
     tail: np.ndarray,
     family: np.ndarray,
     weight: np.ndarray,
-    single: np.ndarray,
+    lead: np.ndarray,
     px: float,
 ) -> tuple[np.ndarray, ...]:
     """Widen every member to at least ``px`` and merge members that then touch or overlap.
@@ -221,33 +221,36 @@ def _merge(
     A member is an event or an already merged span: ``end`` is the true end of its last work,
     ``tail`` the start of its last event (a merged span is drawn to ``max(end, tail + px)``, exactly
     as its events would be), so merging spans again at a coarser ``px`` gives the same result as
-    merging the events directly. The family and weight of a merged span are those of its longest
-    event; ``single`` keeps the event's table index when the span is exactly one event, else -1.
+    merging the events directly. The family, weight and ``lead`` (table index) of a merged span are
+    those of its longest event.
     """
     n = len(start)
     if n == 0:
-        return start, end, tail, family, weight, single
+        return start, end, tail, family, weight, lead
     reach = np.maximum.accumulate(np.maximum(end, tail + px))
     new = np.empty(n, bool)
     new[0] = True
     np.greater(start[1:], reach[:-1], out=new[1:])
     heads = np.flatnonzero(new)
     if len(heads) == n:
-        return start, end, tail, family, weight, single
-    last = np.r_[heads[1:] - 1, n - 1]
-    # longest event wins: pack (duration, family) into one int64 and take the max per span
+        return start, end, tail, family, weight, lead
+    # longest event wins: pack (duration, family) into one int64 and take the max per span, then
+    # the first member that reaches it is the span's lead
     packed = np.minimum(weight * _NS_PER_MS, 2**50).astype(np.int64) * 32 + family.astype(np.int64)
     best = np.maximum.reduceat(packed, heads)
+    seg = np.cumsum(new) - 1
+    cand = np.flatnonzero(packed == best[seg])
+    first = cand[np.r_[True, seg[cand][1:] != seg[cand][:-1]]]
     return (
         start[heads],
         np.maximum.reduceat(end, heads),
         np.maximum.reduceat(tail, heads),
         (best % 32).astype(np.uint8),
         (best // 32) / _NS_PER_MS,
-        np.where(last == heads, single[heads], -1),
+        lead[first],
     )
 
 
 def _as_spans(merged: tuple[np.ndarray, ...], px: float) -> Spans:
-    s, e, tail, f, _w, single = merged
-    return Spans(s, np.maximum(e, tail + px), f, single)
+    s, e, tail, f, _w, lead = merged
+    return Spans(s, np.maximum(e, tail + px), f, lead)

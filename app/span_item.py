@@ -26,7 +26,7 @@ from shiboken6 import wrapInstance
 from lumos_core.kernel_families import N_FAMILIES
 from lumos_core.trace import RankTrace
 
-from .lane_data import RowTable
+from .lane_data import RowTable, Spans
 from .lane_layout import LaneLayout, RowKind
 from .theme import LIGHT, Theme
 
@@ -236,7 +236,7 @@ class TimelineItem(pg.GraphicsObject):
                     chunks[li].append((xs, np.maximum(xe - xs, 1.0), y, hh, sp.family))
                     # rows that overlay several lanes (collapsed) label only the first: text would collide
                     if st.labels and si == 0 and len(labels) < MAX_LABELS and h >= 11:
-                        self._collect_labels(labels, fm, rank, table, sp, xs, xe, y, hh, x_left, x_right)
+                        self._collect_labels(labels, fm, rank, table, sp, lo, hi, sx, ox, y, hh, x_left, x_right)
                     if li == 0 and self.match_masks and self.match_masks[row.rank_index] is not None:
                         self._collect_highlights(
                             highlight_parts,
@@ -321,24 +321,30 @@ class TimelineItem(pg.GraphicsObject):
         fm: QFontMetricsF,
         rank: RankTrace,
         table: RowTable,
-        sp: object,
-        xs: np.ndarray,
-        xe: np.ndarray,
+        sp: Spans,
+        lo: float,
+        hi: float,
+        sx: float,
+        ox: float,
         y: float,
         hh: float,
         x_left: float,
         x_right: float,
     ) -> None:
+        """Name every span whose longest event is wide enough on screen, inside that event."""
+        lead = sp.lead
+        xs = np.clip(table.start[lead], lo, hi) * sx + ox
+        xe = np.clip(table.end[lead], lo, hi) * sx + ox
         vis_l = np.maximum(xs, x_left)
         vis_r = np.minimum(xe, x_right)
-        wide = np.flatnonzero((vis_r - vis_l >= MIN_LABEL_PX) & (sp.single >= 0))  # type: ignore[attr-defined]
+        wide = np.flatnonzero(vis_r - vis_l >= MIN_LABEL_PX)
         for k in wide[: MAX_LABELS - len(labels)]:
-            ev = int(table.event[int(sp.single[k])])  # type: ignore[attr-defined]
+            ev = int(table.event[int(lead[k])])
             name = rank.strings[int(rank.name[ev])]
             rect = QRectF(float(vis_l[k]) + 3, y, float(vis_r[k] - vis_l[k]) - 6, hh)
             text = fm.elidedText(name, Qt.TextElideMode.ElideRight, rect.width())
             if text and text != "…":
-                labels.append((rect, text, int(sp.family[k])))  # type: ignore[attr-defined]
+                labels.append((rect, text, int(sp.family[k])))
 
     @staticmethod
     def _collect_highlights(

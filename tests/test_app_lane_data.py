@@ -32,25 +32,29 @@ def assert_covered(spans_s: np.ndarray, spans_e: np.ndarray, s: np.ndarray, e: n
 @pytest.mark.parametrize("px", [1e-6, 1e-4, 1e-2, 1.0])
 def test_merge_covers_every_event_and_spans_never_outnumber_pixels(px: float) -> None:
     s, e, f = random_row(20_000, seed=1)
-    ms, me_true, tail, mf, _w, single = merge_spans(s, e, f, np.arange(len(s)), px)
+    ms, me_true, tail, mf, _w, lead = merge_spans(s, e, f, np.arange(len(s)), px)
     me = np.maximum(me_true, tail + px)
     assert (np.diff(ms) > 0).all() and (ms[1:] > me[:-1]).all()  # sorted, disjoint
     assert (me - ms >= px - 1e-12).all()  # at least a pixel wide: tiny events stay visible
     assert_covered(ms, me, s, e)
     assert len(ms) <= (e[-1] - s[0]) / px + 1
-    one = single >= 0
-    assert (ms[one] == s[single[one]]).all() and (mf[one] == f[single[one]]).all()
+    # each span's lead is its longest member and gives the span its family
+    assert (ms <= s[lead]).all() and (e[lead] <= me + 1e-12).all() and (mf == f[lead]).all()
+    k = np.searchsorted(ms, s, side="right") - 1
+    longest = np.zeros(len(ms))
+    np.maximum.at(longest, k, e - s)
+    assert np.allclose((e - s)[lead], longest)
 
 
 def test_merged_span_takes_the_family_of_its_longest_member() -> None:
     s = np.array([0.0, 0.001, 0.002, 10.0])
     e = np.array([0.0009, 0.0019, 0.0100, 10.5])
     f = np.array([1, 1, 3, 2], np.uint8)
-    ms, me, tail, mf, _w, single = merge_spans(s, e, f, np.arange(4), 0.5)
+    ms, me, tail, mf, _w, lead = merge_spans(s, e, f, np.arange(4), 0.5)
     assert ms.tolist() == [0.0, 10.0] and me.tolist() == [0.01, 10.5] and tail.tolist() == [0.002, 10.0]
     # drawn to max(end, last start + px): the tiny events at the start stay a pixel wide
     assert np.maximum(me, tail + 0.5).tolist() == [0.502, 10.5]
-    assert mf.tolist() == [3, 2] and single.tolist() == [-1, 3]
+    assert mf.tolist() == [3, 2] and lead.tolist() == [2, 3]
 
 
 def test_pyramid_spans_agree_with_direct_merging() -> None:
@@ -67,7 +71,7 @@ def test_pyramid_spans_agree_with_direct_merging() -> None:
         # exactly the same spans as merging every event at this resolution
         assert np.array_equal(sp.start, direct[0])
         assert np.allclose(sp.end, np.maximum(direct[1], direct[2] + px))
-        assert np.array_equal(sp.family, direct[3]) and np.array_equal(sp.single, direct[5])
+        assert np.array_equal(sp.family, direct[3]) and np.array_equal(sp.lead, direct[5])
     # zoomed in a part of the row
     mid = s[n // 2]
     sp = table.spans(0, mid, mid + 1.0, 1e-3)

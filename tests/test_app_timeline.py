@@ -433,3 +433,36 @@ def test_export_view_png_svg_and_summaries_csv(win, view, tmp_path) -> None:
         its = list(csv.DictReader(fh))
     assert its[0]["iteration"] == "ProfilerStep#10" and int(its[0]["dur_ns"]) == 44560644
     assert not math.isnan(float(rows[-1]["dur_max_ns"]))
+
+
+def test_a_second_layer_draws_into_the_same_rows(win, view) -> None:
+    """Part 2 overlays a predicted timeline: any RankTrace-like source with the same lanes can be a
+    layer with its own style, without touching the layout or the picking of the measured layer."""
+    import dataclasses
+
+    from app.lane_data import build_row_table
+    from app.span_item import Layer, LayerStyle
+
+    lj = win.loaded
+    ghost_ranks = [
+        dataclasses.replace(t, start=t.start + 2_000_000) for t in lj.job.ranks
+    ]  # "predicted": 2 ms later
+    ghost_tables = [build_row_table(t, f) for t, f in zip(ghost_ranks, lj.families)]
+    measured = view.item.layers[0]
+    ghost = Layer(
+        "predicted", ghost_ranks, ghost_tables, LayerStyle(y0=0.55, height=0.4, opacity=0.45, labels=False)
+    )
+    view.item.set_data([measured, ghost], view.layout_model, view.item.iterations)
+    try:
+        view.zoom_to(100, 110)
+        view.canvas.grab()
+        frame = view.item._frame
+        assert set(frame.layer_of_chunk) == {0, 1}
+        n0 = sum(len(a) for (_, a), li in zip(frame.rects, frame.layer_of_chunk) if li == 0)
+        n1 = sum(len(a) for (_, a), li in zip(frame.rects, frame.layer_of_chunk) if li == 1)
+        assert n0 > 100 and n1 > 100  # both layers drawn in the same rows
+        hit = reduce_scatter_77mb(win)
+        s, e = view.event_span_ms(hit)
+        assert view.pick((s + e) / 2, view.row_of_event(hit) + 0.5) == hit  # picking stays on measured
+    finally:
+        view.item.set_data([measured], view.layout_model, view.item.iterations)
