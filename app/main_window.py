@@ -397,6 +397,7 @@ class MainWindow(QMainWindow):
         task.finished.connect(self._on_task_finished)
         self._tasks[token] = task
         self.summaries.start_load()
+        self.summaries.setCurrentWidget(self.summaries.files_tab)  # per-file status while loading
         self.banner.hide()
         self.status_label.setText(message)
         self.progress.setValue(0)
@@ -484,7 +485,9 @@ class MainWindow(QMainWindow):
         self.status_label.setText(
             f"{len(job.ranks)} rank(s), {loaded.n_tasks:,} tasks, loaded in {self.timings.get('load_s', loaded.load_s):.2f} s"
         )
+        self.summaries.setCurrentIndex(0)
         if job.skipped:
+            self.summaries.setCurrentWidget(self.summaries.files_tab)
             files = "; ".join(
                 f"<b>{html.escape(Path(s.file).name)}</b>: {html.escape(s.reason)}" for s in job.skipped[:3]
             )
