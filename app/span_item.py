@@ -236,7 +236,9 @@ class TimelineItem(pg.GraphicsObject):
                     chunks[li].append((xs, np.maximum(xe - xs, 1.0), y, hh, sp.family))
                     # rows that overlay several lanes (collapsed) label only the first: text would collide
                     if st.labels and si == 0 and len(labels) < MAX_LABELS and h >= 11:
-                        self._collect_labels(labels, fm, rank, table, sp, lo, hi, sx, ox, y, hh, x_left, x_right)
+                        self._collect_labels(
+                            labels, fm, rank, table, sp, lo, hi, sx, ox, y, hh, x_left, x_right
+                        )
                     if li == 0 and self.match_masks and self.match_masks[row.rank_index] is not None:
                         self._collect_highlights(
                             highlight_parts,

@@ -75,7 +75,8 @@ class TimelineViewBox(pg.ViewBox):
             return
         last = self.mapToView(ev.lastPos())
         now = self.mapToView(ev.pos())
-        self._view.pan_by(last.x() - now.x(), 0.0 if axis == 0 else last.y() - now.y())
+        # axis 0: dragged on the time axis (pan time only); 1: on the labels (scroll rows only)
+        self._view.pan_by(0.0 if axis == 1 else last.x() - now.x(), 0.0 if axis == 0 else last.y() - now.y())
 
 
 class LaneLabelAxis(pg.AxisItem):
