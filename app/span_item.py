@@ -67,8 +67,7 @@ class _Frame:
     rects: list[tuple[int, np.ndarray]]  # (family, (n, 4) device rects), per layer in order
     layer_styles: list[LayerStyle]
     layer_of_chunk: list[int]
-    bands: np.ndarray  # header/group backgrounds
-    band_colors: list[tuple[str, np.ndarray]]
+    band_colors: list[tuple[str, np.ndarray]]  # header and alternate-group backgrounds
     lines: np.ndarray  # iteration boundaries (n, 4)
     separators: np.ndarray  # rank group separators (n, 4)
     labels: list[tuple[QRectF, str, int]]  # rect, text, family
@@ -307,7 +306,6 @@ class TimelineItem(pg.GraphicsObject):
             rects=rects,
             layer_styles=[ly.style for ly in self.layers],
             layer_of_chunk=layer_of_chunk,
-            bands=hb,
             band_colors=band_colors,
             lines=np.asarray(lines, np.float64).reshape(-1, 4),
             separators=np.asarray(seps, np.float64).reshape(-1, 4),
