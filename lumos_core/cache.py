@@ -1,9 +1,10 @@
 """On-disk cache of parsed ranks, so re-opening an unchanged folder is near-instant.
 
 Entries live in the user cache directory (never next to the traces: trace folders are read-only
-input), one uncompressed ``.npz`` per rank file, keyed by the file's identity (resolved path, size,
-modification time, inode) and the loader version. A changed file gets a new key; an entry that
-cannot be read (truncated by a crash, written by another version) is deleted and rebuilt.
+input), one folder of ``.npy`` columns per rank file, keyed by the file's identity (resolved path,
+size, modification time, inode) and the loader version. Columns are memory-mapped copy-on-write,
+so re-opening costs almost nothing until the data is touched. A changed file gets a new key; an
+entry that cannot be read (truncated by a crash, written by another version) is deleted and rebuilt.
 ``LUMOS_CACHE_DIR`` overrides the location (tests use it).
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -22,7 +24,7 @@ import platformdirs
 from .trace import COLLECTIVE_COLUMNS, Collectives, Iteration, Lane, LaneRole, RankTrace
 
 # Bump when the parsed representation changes: old entries are then simply never looked up.
-LOADER_VERSION = "1"
+LOADER_VERSION = "3"
 
 _ARRAYS = (
     "kind",
@@ -36,7 +38,8 @@ _ARRAYS = (
     "depth",
     "parent",
     "launch",
-    "args_offsets",
+    "args_start",
+    "args_len",
     "args_data",
     "lane_begin",
     "flow_kind",
@@ -61,17 +64,21 @@ def cache_key(path: Path) -> str:
 
 
 def entry_path(path: Path, root: Path | None = None) -> Path:
-    return (root or cache_dir()) / "ranks" / f"{cache_key(path)}.npz"
+    return (root or cache_dir()) / "ranks" / cache_key(path)
 
 
 def save(rank: RankTrace, path: Path, root: Path | None = None) -> None:
     """Write ``rank`` (as parsed, rank-local times) to the cache; failures are silent (cache is optional)."""
+    tmp = None
     try:
         target = entry_path(path, root)
         target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(dir=target.parent, suffix=".tmp"))
         arrays: dict[str, Any] = {name: getattr(rank, name) for name in _ARRAYS}
         for col in COLLECTIVE_COLUMNS:
             arrays[f"coll_{col}"] = getattr(rank.collectives, col)
+        for name, arr in arrays.items():
+            np.save(tmp / f"{name}.npy", np.ascontiguousarray(arr), allow_pickle=False)
         meta = {
             "file": rank.file,
             "strings": rank.strings,
@@ -86,14 +93,19 @@ def save(rank: RankTrace, path: Path, root: Path | None = None) -> None:
             "metadata": rank.metadata,
             "raw_shift_ns": rank.raw_shift_ns,
             "warnings": rank.warnings,
+            "columns": sorted(arrays),
         }
-        arrays["meta"] = np.frombuffer(orjson.dumps(meta, option=orjson.OPT_NON_STR_KEYS), np.uint8)
-        fd, tmp = tempfile.mkstemp(dir=target.parent, suffix=".tmp")
-        with os.fdopen(fd, "wb") as fh:
-            np.savez(fh, **arrays)
+        # meta.json is written last: an entry without it is incomplete and never read.
+        (tmp / "meta.json").write_bytes(orjson.dumps(meta, option=orjson.OPT_NON_STR_KEYS))
+        if target.exists():
+            shutil.rmtree(target, ignore_errors=True)
         os.replace(tmp, target)
+        tmp = None
     except (OSError, TypeError, ValueError):
         return
+    finally:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 def load(path: Path, root: Path | None = None) -> RankTrace | None:
@@ -102,20 +114,27 @@ def load(path: Path, root: Path | None = None) -> RankTrace | None:
         target = entry_path(path, root)
     except OSError:
         return None
-    if not target.exists():
+    if not (target / "meta.json").exists():
         return None
     try:
-        # Open the file ourselves: np.load leaks its handle when the zip is corrupt.
-        with open(target, "rb") as fh, np.load(fh, allow_pickle=False) as z:
-            arrays = {k: z[k] for k in z.files}
-        meta = orjson.loads(arrays.pop("meta").tobytes())
+        meta = orjson.loads((target / "meta.json").read_bytes())
+        arrays = {}
+        for name in meta["columns"]:
+            f = target / f"{name}.npy"
+            # Copy-on-write mapping: pages are read when used, and in-place edits (the time shift
+            # applied when ranks are put on one time base) never write back into the cache.
+            arrays[name] = (
+                np.load(f, mmap_mode="c", allow_pickle=False)
+                if f.stat().st_size > 1 << 16
+                else np.load(f, allow_pickle=False)
+            )
         coll = Collectives(**{c: arrays.pop(f"coll_{c}") for c in COLLECTIVE_COLUMNS})
         lanes = [
             Lane(index=i, is_gpu=bool(g), pid=p, tid=t, name=n, role=LaneRole(r), device=d, stream=s)
             for i, g, p, t, n, r, d, s in meta["lanes"]
         ]
         iterations = [Iteration(*row) for row in meta["iterations"]]
-        return RankTrace(
+        rank = RankTrace(
             rank=-1,
             file=meta["file"],
             rank_source="",
@@ -128,11 +147,11 @@ def load(path: Path, root: Path | None = None) -> RankTrace | None:
             warnings=list(meta["warnings"]),
             **{k: arrays[k] for k in _ARRAYS},
         )
-    except Exception:
-        try:
-            target.unlink()
-        except OSError:
-            pass
+        if len(rank.start) != len(rank.dur) or len(rank.args_start) != len(rank.start):
+            raise ValueError("inconsistent columns")
+        return rank
+    except Exception:  # noqa: BLE001 - any failure to read an entry means: rebuild it
+        shutil.rmtree(target, ignore_errors=True)
         return None
 
 
@@ -141,10 +160,7 @@ def clear(root: Path | None = None) -> int:
     folder = (root or cache_dir()) / "ranks"
     n = 0
     if folder.is_dir():
-        for f in folder.glob("*.npz"):
-            try:
-                f.unlink()
-                n += 1
-            except OSError:
-                pass
+        for f in folder.iterdir():
+            shutil.rmtree(f, ignore_errors=True) if f.is_dir() else f.unlink(missing_ok=True)
+            n += 1
     return n

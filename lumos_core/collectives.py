@@ -171,28 +171,34 @@ def _align_by_order(by_rank: dict[int, RankTrace], per_rank: dict[int, np.ndarra
 def _best_shift(ref_sig: np.ndarray, ref_end: np.ndarray, sig: np.ndarray, end: np.ndarray) -> int:
     """Shift s that pairs row k with ref[k + s] so that the most pairs agree on (kind, size) AND on
     timing: with the right shift, ref_end - end is the same clock offset for every pair (within the
-    few µs of NCCL exit skew); a wrong shift pairs unrelated collectives whose differences scatter."""
+    few µs of NCCL exit skew); a wrong shift pairs unrelated collectives whose differences scatter.
+    All candidate shifts are scored at once on a (shifts x rows) matrix."""
     n_ref, n = len(ref_sig), len(sig)
     if n_ref + n <= 2 * _FULL_SEARCH:
-        shifts = range(-(n - 1), n_ref)
+        shifts = np.arange(-(n - 1), n_ref)
     else:
         lo = min(0, n_ref - n) - 64
         hi = max(0, n_ref - n) + 64
-        shifts = range(lo, hi + 1)
+        shifts = np.arange(lo, hi + 1)
     gaps = np.diff(ref_end)
     typical_gap = float(np.median(gaps)) if len(gaps) else 1e12
     tol = max(2_000.0, min(100_000.0, 0.25 * typical_gap))  # ns
-    best: tuple[int, float, int] | None = None
-    best_s = 0
-    for s in shifts:
-        a0, a1 = max(0, -s), min(n, n_ref - s)  # rows k in [a0, a1) pair with ref k + s
-        if a1 - a0 <= 0:
-            continue
-        same = sig[a0:a1] == ref_sig[a0 + s : a1 + s]
-        diff = ref_end[a0 + s : a1 + s] - end[a0:a1]
-        dev = np.abs(diff - np.median(diff))
-        good = int(np.count_nonzero(same & (dev < tol)))
-        score = (good, -float(np.median(dev)), -abs(s))
-        if best is None or score > best:
-            best, best_s = score, s
+    best_good, best_spread, best_s = -1, 0.0, 0
+    for chunk in np.array_split(shifts, max(1, len(shifts) * n // 2_000_000 + 1)):
+        idx = np.arange(n)[None, :] + chunk[:, None]  # ref index of row k under shift s
+        valid = (idx >= 0) & (idx < n_ref)
+        safe = np.clip(idx, 0, n_ref - 1)
+        diff = np.where(valid, ref_end[safe] - end[None, :], np.nan)
+        med = np.nanmedian(np.where(valid.any(axis=1, keepdims=True), diff, 0.0), axis=1)
+        dev = np.abs(diff - med[:, None])
+        same = valid & (ref_sig[safe] == sig[None, :])
+        good = np.count_nonzero(same & (dev < tol), axis=1)
+        dev_masked = np.where(valid, dev, np.nan)
+        spread = np.nanmedian(np.where(valid.any(axis=1, keepdims=True), dev_masked, 0.0), axis=1)
+        # Best: most good pairs, then smallest spread, then the smallest |shift|.
+        order = np.lexsort((np.abs(chunk), spread, -good))
+        j = int(order[0])
+        cand = (int(good[j]), -float(spread[j]), -abs(int(chunk[j])))
+        if best_good < 0 or cand > (best_good, -best_spread, -abs(best_s)):
+            best_good, best_spread, best_s = int(good[j]), float(spread[j]), int(chunk[j])
     return best_s

@@ -11,6 +11,7 @@ onto the job's common, clock-aligned time base.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import gzip
 import json
@@ -24,6 +25,7 @@ import numpy as np
 import orjson
 
 from .errors import TraceError
+from .json_stream import EventStream, NotStreamable
 from .kineto_schema import CATEGORY_KIND, FLOW_CATEGORY, GPU_LANE_KINDS
 from .rank_analysis import analyse_rank
 from .trace import Collectives, Kind, Lane, RankTrace
@@ -69,17 +71,39 @@ def read_trace_json(path: str | Path) -> Any:
 
 
 def parse_trace_file(path: str | Path) -> RankTrace:
-    """Parse one rank file into a RankTrace with rank-local times (rank = -1: assigned by the loader)."""
-    # The dict tree holds hundreds of thousands of containers and has no cycles; letting the
-    # cyclic garbage collector scan it again and again while we build columns costs up to 2x.
+    """Parse one rank file into a RankTrace with rank-local times (rank = -1: assigned by the loader).
+
+    The event array is read in batches (:mod:`lumos_core.json_stream`), so only one batch of dicts
+    exists at a time; files of another shape, or broken ones, take the whole-document path, which
+    also produces the precise error message."""
+    # The dict trees hold many containers and no cycles; letting the cyclic garbage collector scan
+    # them again and again while we build columns costs up to 2x.
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        doc = read_trace_json(path)
-        return convert_document(doc, str(path))
+        try:
+            return _parse_streaming(Path(path))
+        except NotStreamable:
+            doc = read_trace_json(path)
+            return convert_document(doc, str(path))
     finally:
         if was_enabled:
             gc.enable()
+
+
+def _parse_streaming(path: Path) -> RankTrace:
+    cols = _Columns()
+    try:
+        with path.open("rb") as raw:
+            gz = raw.read(2) == b"\x1f\x8b"
+            raw.seek(0)
+            with gzip.GzipFile(fileobj=raw, mode="rb") if gz else contextlib.nullcontext(raw) as fh:
+                stream = EventStream(fh)
+                for events in stream.chunks():
+                    cols.add(events)
+    except (OSError, EOFError, zlib.error, ValueError) as exc:
+        raise NotStreamable(str(exc)) from None  # the whole-document path reports it precisely
+    return cols.build(stream.metadata, str(path))
 
 
 def _events_of(doc: Any, path: str) -> tuple[list[Any], dict[str, Any]]:
@@ -177,212 +201,288 @@ def _numeric_id(v: Any) -> int:
 
 
 def convert_document(doc: Any, path: str) -> RankTrace:
-    """Turn a parsed trace document into columns (one pass over the events)."""
+    """Turn a parsed trace document into columns."""
     events, meta = _events_of(doc, path)
-    intern = _Interner()
-    warnings: list[str] = []
-
-    # Column lists for timed events.
-    c_kind: list[int] = []
-    c_cat: list[int] = []
-    c_name: list[int] = []
-    c_lane: list[int] = []
-    c_ts: list[Any] = []
-    c_dur: list[Any] = []
-    c_corr: list[int] = []
-    c_ext: list[int] = []
-    c_args: list[bytes] = []
-    lane_ids: dict[tuple[bool, Any, Any], int] = {}
-    # Flows and instants.
-    f_kind: list[int] = []
-    f_id: list[int] = []
-    f_phase: list[int] = []
-    f_ts: list[Any] = []
-    f_lane: list[tuple[bool, Any, Any]] = []
-    i_name: list[int] = []
-    i_ts: list[Any] = []
-    thread_names: dict[tuple[Any, Any], str] = {}
-
-    bad_time = neg_dur = other_phase = malformed = 0
-    kind_of = {cat: int(k) for cat, k in CATEGORY_KIND.items()}
-    gpu_kinds = {int(k) for k in GPU_LANE_KINDS}
-    other = int(Kind.OTHER)
-    skipped = _SKIPPED_CATEGORIES
-    for e in events:
-        if type(e) is not dict:
-            continue
-        try:
-            ph = e.get("ph")
-            if ph == "X":
-                cat = e.get("cat")
-                if cat in skipped:
-                    continue
-                ts = e.get("ts")
-                dur = e.get("dur", 0)
-                if type(ts) is not float and type(ts) is not int:
-                    ts = _as_number(ts)
-                    if ts is None:
-                        bad_time += 1
-                        continue
-                elif ts != ts:  # NaN
-                    bad_time += 1
-                    continue
-                if type(dur) is not float and type(dur) is not int:
-                    dur = _as_number(dur)
-                    if dur is None:
-                        bad_time += 1
-                        continue
-                if not dur >= 0:  # negative or NaN
-                    neg_dur += 1
-                    dur = 0
-                kind = kind_of.get(cat, other) if type(cat) is str else other
-                args = e.get("args")
-                if kind in gpu_kinds:
-                    key = _gpu_lane_key(e.get("pid"), e.get("tid"), args)
-                else:
-                    key = (False, e.get("pid"), e.get("tid"))
-                lane = lane_ids.get(key)
-                if lane is None:
-                    lane = lane_ids[key] = len(lane_ids)
-                if type(args) is dict:
-                    corr = args.get("correlation", -1)
-                    ext = args.get("External id", -1)
-                    if ext == -1:
-                        ext = args.get("external id", -1)
-                    c_corr.append(corr if type(corr) is int else _as_int(corr))
-                    c_ext.append(ext if type(ext) is int else _as_int(ext))
-                    c_args.append(_dump_args(args) if args else b"")
-                else:
-                    c_corr.append(-1)
-                    c_ext.append(-1)
-                    c_args.append(b"" if args is None else _dump_args({"args": args}))
-                c_kind.append(kind)
-                c_cat.append(intern(cat))
-                c_name.append(intern(e.get("name")))
-                c_lane.append(lane)
-                c_ts.append(ts)
-                c_dur.append(dur)
-            elif ph == "s" or ph == "f" or ph == "t":
-                ts = _as_number(e.get("ts"))
-                fid = _as_int(e.get("id"))
-                if ts is None or fid < 0:
-                    continue
-                key = (False, e.get("pid"), e.get("tid"))
-                hash(key)
-                f_kind.append(FLOW_CATEGORY.get(e.get("cat"), 2) if type(e.get("cat")) is str else 2)
-                f_id.append(fid)
-                f_phase.append(0 if ph == "s" else 1)
-                f_ts.append(ts)
-                f_lane.append(key)
-            elif ph == "M":
-                margs = e.get("args")
-                if e.get("name") == "thread_name" and type(margs) is dict:
-                    key2 = (e.get("pid"), e.get("tid"))
-                    name = str(margs.get("name", "")).strip()
-                    # A thread can be named twice ("python", then "pt_autograd_0"): keep the telling one.
-                    if name and (not thread_names.get(key2) or "autograd" in name):
-                        thread_names[key2] = name
-            elif ph == "i" or ph == "I":
-                ts = _as_number(e.get("ts"))
-                if ts is not None:
-                    i_name.append(intern(e.get("name")))
-                    i_ts.append(ts)
-            elif ph is not None:
-                other_phase += 1
-        except (TypeError, ValueError, AttributeError, OverflowError):
-            # Unhashable pid/tid, odd field types: skip the event, keep the file.
-            malformed += 1
-            n = len(c_ts)
-            for col in (c_kind, c_cat, c_name, c_lane, c_ts, c_dur, c_corr, c_ext, c_args):
-                del col[n:]
-    if malformed:
-        warnings.append(f"skipped {malformed} malformed events (fields of the wrong type)")
-
-    if not c_ts:
-        raise TraceError("trace has no timed events (no complete 'X' events)", path)
-    if bad_time:
-        warnings.append(f"skipped {bad_time} events with a missing or non-numeric ts/dur")
-    if neg_dur:
-        warnings.append(f"{neg_dur} events had a negative or invalid duration; set to 0")
-    if other_phase:
-        warnings.append(f"ignored {other_phase} events of phases other than X/s/f/i/M")
-
-    # ---- times: integer ns from the rank's first timestamp (keeps ns precision of float µs) ----
-    keep = _plausible_times(c_ts, c_dur)
-    if keep is not None:
-        warnings.append(
-            f"skipped {len(c_ts) - len(keep)} events whose ts/dur lie years away from the rest "
-            "(corrupt values)"
-        )
-        c_kind, c_cat, c_name, c_lane, c_ts, c_dur, c_corr, c_ext, c_args = (
-            [col[i] for i in keep]
-            for col in (c_kind, c_cat, c_name, c_lane, c_ts, c_dur, c_corr, c_ext, c_args)
-        )
-    base_us = math.floor(min(c_ts))
-    ts_ns = _to_ns(c_ts, base_us)
-    dur_ns = _to_ns(c_dur, 0)
-    f_keep = [i for i, t in enumerate(f_ts) if abs(t - base_us) < _MAX_SPAN_US]
-    if len(f_keep) < len(f_ts):
-        f_kind, f_id, f_phase, f_ts, f_lane = (
-            [col[i] for i in f_keep] for col in (f_kind, f_id, f_phase, f_ts, f_lane)
-        )
-    i_keep = [i for i, t in enumerate(i_ts) if abs(t - base_us) < _MAX_SPAN_US]
-    if len(i_keep) < len(i_ts):
-        i_name, i_ts = [i_name[i] for i in i_keep], [i_ts[i] for i in i_keep]
-    base_ns_meta = meta.get("baseTimeNanoseconds")
-    raw_shift = base_us * 1000 + (base_ns_meta if type(base_ns_meta) is int and base_ns_meta > 0 else 0)
-
-    kind_a = np.asarray(c_kind, np.int8)
-    lane_a = np.asarray(c_lane, np.int32)
-    order = np.lexsort((-dur_ns, ts_ns, lane_a))
-    n_lanes = len(lane_ids)
-
-    lanes = _make_lanes(lane_ids, thread_names)
-    args_list = [c_args[i] for i in order.tolist()]
-    lengths = np.fromiter((len(b) for b in args_list), np.int64, len(args_list))
-    offsets = np.zeros(len(args_list) + 1, np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    args_data = np.frombuffer(b"".join(args_list), np.uint8).copy()
-    lane_sorted = lane_a[order]
-    lane_begin = np.searchsorted(lane_sorted, np.arange(n_lanes + 1)).astype(np.int64)
-
-    n = len(order)
-    rank = RankTrace(
-        rank=-1,
-        file=path,
-        rank_source="",
-        strings=intern.strings,
-        lanes=lanes,
-        kind=kind_a[order],
-        cat=np.asarray(c_cat, np.int32)[order],
-        name=np.asarray(c_name, np.int32)[order],
-        lane=lane_sorted,
-        start=ts_ns[order],
-        dur=dur_ns[order],
-        correlation=np.asarray(c_corr, np.int64)[order],
-        external_id=np.asarray(c_ext, np.int64)[order],
-        depth=np.zeros(n, np.int16),
-        parent=np.full(n, -1, np.int32),
-        launch=np.full(n, -1, np.int32),
-        args_offsets=offsets,
-        args_data=args_data,
-        lane_begin=lane_begin,
-        collectives=Collectives.empty(),
-        flow_kind=np.asarray(f_kind, np.int8),
-        flow_id=np.asarray(f_id, np.int64),
-        flow_phase=np.asarray(f_phase, np.int8),
-        flow_ts=_to_ns(f_ts, base_us),
-        flow_event=np.full(len(f_ts), -1, np.int32),
-        instant_name=np.asarray(i_name, np.int32),
-        instant_ts=_to_ns(i_ts, base_us),
-        iterations=[],
-        metadata=_clean_metadata(meta),
-        raw_shift_ns=raw_shift,
-        warnings=warnings,
-    )
+    cols = _Columns()
+    cols.add(events)
     del events, doc
-    analyse_rank(rank, flow_lanes=[_flow_lane(k, p, lane_ids) for k, p in zip(f_lane, f_phase)])
-    return rank
+    return cols.build(meta, path)
+
+
+class _Columns:
+    """Column lists being filled from event dicts, batch by batch."""
+
+    def __init__(self) -> None:
+        self.intern = _Interner()
+        self.warnings: list[str] = []
+        self.c_kind: list[int] = []
+        self.c_cat: list[int] = []
+        self.c_name: list[int] = []
+        self.c_lane: list[int] = []
+        self.c_ts: list[Any] = []
+        self.c_dur: list[Any] = []
+        self.c_corr: list[int] = []
+        self.c_ext: list[int] = []
+        self.c_args: list[int] = []  # start of the event's args in args_buf
+        self.c_args_len: list[int] = []
+        self.args_buf = bytearray()
+        self.lane_ids: dict[tuple[bool, Any, Any], int] = {}
+        self.f_kind: list[int] = []
+        self.f_id: list[int] = []
+        self.f_phase: list[int] = []
+        self.f_ts: list[Any] = []
+        self.f_lane: list[tuple[bool, Any, Any]] = []
+        self.i_name: list[int] = []
+        self.i_ts: list[Any] = []
+        self.thread_names: dict[tuple[Any, Any], str] = {}
+        self.bad_time = self.neg_dur = self.other_phase = self.malformed = 0
+
+    def add(self, events: list[Any]) -> None:
+        """Convert a batch of event dicts (one pass; the dicts can be dropped afterwards)."""
+        intern = self.intern
+        c_kind = self.c_kind
+        c_cat = self.c_cat
+        c_name = self.c_name
+        c_lane = self.c_lane
+        c_ts = self.c_ts
+        c_dur = self.c_dur
+        c_corr = self.c_corr
+        c_ext = self.c_ext
+        c_args = self.c_args
+        c_args_len = self.c_args_len
+        args_buf = self.args_buf
+        lane_ids = self.lane_ids
+        f_kind = self.f_kind
+        f_id = self.f_id
+        f_phase = self.f_phase
+        f_ts = self.f_ts
+        f_lane = self.f_lane
+        i_name = self.i_name
+        i_ts = self.i_ts
+        thread_names = self.thread_names
+        bad_time, neg_dur, other_phase, malformed = (
+            self.bad_time,
+            self.neg_dur,
+            self.other_phase,
+            self.malformed,
+        )
+        kind_of = {cat: int(k) for cat, k in CATEGORY_KIND.items()}
+        gpu_kinds = {int(k) for k in GPU_LANE_KINDS}
+        other = int(Kind.OTHER)
+        skipped = _SKIPPED_CATEGORIES
+        for e in events:
+            if type(e) is not dict:
+                continue
+            try:
+                ph = e.get("ph")
+                if ph == "X":
+                    cat = e.get("cat")
+                    if cat in skipped:
+                        continue
+                    ts = e.get("ts")
+                    dur = e.get("dur", 0)
+                    if type(ts) is not float and type(ts) is not int:
+                        ts = _as_number(ts)
+                        if ts is None:
+                            bad_time += 1
+                            continue
+                    elif ts != ts:  # NaN
+                        bad_time += 1
+                        continue
+                    if type(dur) is not float and type(dur) is not int:
+                        dur = _as_number(dur)
+                        if dur is None:
+                            bad_time += 1
+                            continue
+                    if not dur >= 0:  # negative or NaN
+                        neg_dur += 1
+                        dur = 0
+                    kind = kind_of.get(cat, other) if type(cat) is str else other
+                    args = e.get("args")
+                    if kind in gpu_kinds:
+                        key = _gpu_lane_key(e.get("pid"), e.get("tid"), args)
+                    else:
+                        key = (False, e.get("pid"), e.get("tid"))
+                    lane = lane_ids.get(key)
+                    if lane is None:
+                        lane = lane_ids[key] = len(lane_ids)
+                    if type(args) is dict:
+                        corr = args.get("correlation", -1)
+                        ext = args.get("External id", -1)
+                        if ext == -1:
+                            ext = args.get("external id", -1)
+                        c_corr.append(corr if type(corr) is int else _as_int(corr))
+                        c_ext.append(ext if type(ext) is int else _as_int(ext))
+                        blob = _dump_args(args) if args else b""
+                    else:
+                        c_corr.append(-1)
+                        c_ext.append(-1)
+                        blob = b"" if args is None else _dump_args({"args": args})
+                    # One growing buffer: many small bytes objects would cost far more memory.
+                    c_args.append(len(args_buf))
+                    c_args_len.append(len(blob))
+                    args_buf += blob
+                    c_kind.append(kind)
+                    c_cat.append(intern(cat))
+                    c_name.append(intern(e.get("name")))
+                    c_lane.append(lane)
+                    c_ts.append(ts)
+                    c_dur.append(dur)
+                elif ph == "s" or ph == "f" or ph == "t":
+                    ts = _as_number(e.get("ts"))
+                    fid = _as_int(e.get("id"))
+                    if ts is None or fid < 0:
+                        continue
+                    key = (False, e.get("pid"), e.get("tid"))
+                    hash(key)
+                    f_kind.append(FLOW_CATEGORY.get(e.get("cat"), 2) if type(e.get("cat")) is str else 2)
+                    f_id.append(fid)
+                    f_phase.append(0 if ph == "s" else 1)
+                    f_ts.append(ts)
+                    f_lane.append(key)
+                elif ph == "M":
+                    margs = e.get("args")
+                    if e.get("name") == "thread_name" and type(margs) is dict:
+                        key2 = (e.get("pid"), e.get("tid"))
+                        name = str(margs.get("name", "")).strip()
+                        # A thread can be named twice ("python", then "pt_autograd_0"): keep the telling one.
+                        if name and (not thread_names.get(key2) or "autograd" in name):
+                            thread_names[key2] = name
+                elif ph == "i" or ph == "I":
+                    ts = _as_number(e.get("ts"))
+                    if ts is not None:
+                        i_name.append(intern(e.get("name")))
+                        i_ts.append(ts)
+                elif ph is not None:
+                    other_phase += 1
+            except (TypeError, ValueError, AttributeError, OverflowError):
+                # Unhashable pid/tid, odd field types: skip the event, keep the file.
+                malformed += 1
+                n = len(c_ts)
+                for col in (c_kind, c_cat, c_name, c_lane, c_ts, c_dur, c_corr, c_ext, c_args, c_args_len):
+                    del col[n:]
+        self.bad_time, self.neg_dur, self.other_phase, self.malformed = (
+            bad_time,
+            neg_dur,
+            other_phase,
+            malformed,
+        )
+
+    def build(self, meta: dict[str, Any], path: str) -> RankTrace:
+        """Sort the columns by lane and time, then derive what the rank implies."""
+        intern, warnings = self.intern, self.warnings
+        c_kind = self.c_kind
+        c_cat = self.c_cat
+        c_name = self.c_name
+        c_lane = self.c_lane
+        c_ts = self.c_ts
+        c_dur = self.c_dur
+        c_corr = self.c_corr
+        c_ext = self.c_ext
+        c_args = self.c_args
+        c_args_len = self.c_args_len
+        lane_ids = self.lane_ids
+        f_kind = self.f_kind
+        f_id = self.f_id
+        f_phase = self.f_phase
+        f_ts = self.f_ts
+        f_lane = self.f_lane
+        i_name = self.i_name
+        i_ts = self.i_ts
+        thread_names = self.thread_names
+        bad_time, neg_dur, other_phase, malformed = (
+            self.bad_time,
+            self.neg_dur,
+            self.other_phase,
+            self.malformed,
+        )
+        if malformed:
+            warnings.append(f"skipped {malformed} malformed events (fields of the wrong type)")
+
+        if not c_ts:
+            raise TraceError("trace has no timed events (no complete 'X' events)", path)
+        if bad_time:
+            warnings.append(f"skipped {bad_time} events with a missing or non-numeric ts/dur")
+        if neg_dur:
+            warnings.append(f"{neg_dur} events had a negative or invalid duration; set to 0")
+        if other_phase:
+            warnings.append(f"ignored {other_phase} events of phases other than X/s/f/i/M")
+
+        # ---- times: integer ns from the rank's first timestamp (keeps ns precision of float µs) ----
+        keep = _plausible_times(c_ts, c_dur)
+        if keep is not None:
+            warnings.append(
+                f"skipped {len(c_ts) - len(keep)} events whose ts/dur lie years away from the rest "
+                "(corrupt values)"
+            )
+            c_kind, c_cat, c_name, c_lane, c_ts, c_dur, c_corr, c_ext, c_args, c_args_len = (
+                [col[i] for i in keep]
+                for col in (c_kind, c_cat, c_name, c_lane, c_ts, c_dur, c_corr, c_ext, c_args, c_args_len)
+            )
+        base_us = math.floor(min(c_ts))
+        ts_ns = _to_ns(c_ts, base_us)
+        dur_ns = _to_ns(c_dur, 0)
+        f_keep = [i for i, t in enumerate(f_ts) if abs(t - base_us) < _MAX_SPAN_US]
+        if len(f_keep) < len(f_ts):
+            f_kind, f_id, f_phase, f_ts, f_lane = (
+                [col[i] for i in f_keep] for col in (f_kind, f_id, f_phase, f_ts, f_lane)
+            )
+        i_keep = [i for i, t in enumerate(i_ts) if abs(t - base_us) < _MAX_SPAN_US]
+        if len(i_keep) < len(i_ts):
+            i_name, i_ts = [i_name[i] for i in i_keep], [i_ts[i] for i in i_keep]
+        base_ns_meta = meta.get("baseTimeNanoseconds")
+        raw_shift = base_us * 1000 + (base_ns_meta if type(base_ns_meta) is int and base_ns_meta > 0 else 0)
+
+        kind_a = np.asarray(c_kind, np.int8)
+        lane_a = np.asarray(c_lane, np.int32)
+        order = np.lexsort((-dur_ns, ts_ns, lane_a))
+        n_lanes = len(lane_ids)
+
+        lanes = _make_lanes(lane_ids, thread_names)
+        args_start = np.asarray(c_args, np.int64)[order]
+        args_len = np.asarray(c_args_len, np.int32)[order]
+        args_data = np.frombuffer(bytes(self.args_buf), np.uint8)
+        self.args_buf = bytearray()
+        lane_sorted = lane_a[order]
+        lane_begin = np.searchsorted(lane_sorted, np.arange(n_lanes + 1)).astype(np.int64)
+
+        n = len(order)
+        rank = RankTrace(
+            rank=-1,
+            file=path,
+            rank_source="",
+            strings=intern.strings,
+            lanes=lanes,
+            kind=kind_a[order],
+            cat=np.asarray(c_cat, np.int32)[order],
+            name=np.asarray(c_name, np.int32)[order],
+            lane=lane_sorted,
+            start=ts_ns[order],
+            dur=dur_ns[order],
+            correlation=np.asarray(c_corr, np.int64)[order],
+            external_id=np.asarray(c_ext, np.int64)[order],
+            depth=np.zeros(n, np.int16),
+            parent=np.full(n, -1, np.int32),
+            launch=np.full(n, -1, np.int32),
+            args_start=args_start,
+            args_len=args_len,
+            args_data=args_data,
+            lane_begin=lane_begin,
+            collectives=Collectives.empty(),
+            flow_kind=np.asarray(f_kind, np.int8),
+            flow_id=np.asarray(f_id, np.int64),
+            flow_phase=np.asarray(f_phase, np.int8),
+            flow_ts=_to_ns(f_ts, base_us),
+            flow_event=np.full(len(f_ts), -1, np.int32),
+            instant_name=np.asarray(i_name, np.int32),
+            instant_ts=_to_ns(i_ts, base_us),
+            iterations=[],
+            metadata=_clean_metadata(meta),
+            raw_shift_ns=raw_shift,
+            warnings=warnings,
+        )
+        analyse_rank(rank, flow_lanes=[_flow_lane(k, p, lane_ids) for k, p in zip(f_lane, f_phase)])
+        return rank
 
 
 def _flow_lane(

@@ -163,7 +163,8 @@ def _assign_roles(rank: RankTrace, comm_names: np.ndarray) -> None:
                 lane.role = LaneRole.COMPUTE
             continue
         lname = lane.name.lower()
-        ops = names[sl][k == Kind.CPU_OP]
+        top = rank.parent[sl] < 0  # the autograd engine shows in the thread's top-level operators
+        ops = names[sl][(k == Kind.CPU_OP) & top]
         autograd_ops = sum(1 for s in ops[:200].tolist() if rank.strings[s].startswith("autograd::engine"))
         if (
             "autograd" in lname

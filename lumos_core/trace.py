@@ -217,8 +217,9 @@ class RankTrace:
     depth: np.ndarray  # int16 nesting depth (CPU) or overlap sub-row (GPU) inside the lane
     parent: np.ndarray  # int32 enclosing event on the same lane, -1 top level
     launch: np.ndarray  # int32 for GPU activities: the runtime call that launched it, -1 unknown
-    args_offsets: np.ndarray  # int64 (n + 1) offsets into args_data
-    args_data: np.ndarray  # uint8 orjson bytes of each event's args ({} when none)
+    args_start: np.ndarray  # int64 offset of each event's args in args_data
+    args_len: np.ndarray  # int32 length of each event's args (0: none)
+    args_data: np.ndarray  # uint8 orjson bytes of the args, in file order
     lane_begin: np.ndarray  # int64 (n_lanes + 1)
     collectives: Collectives
     # --- flows (ac2g, fwdbwd): one row per flow endpoint ---
@@ -252,7 +253,8 @@ class RankTrace:
 
     def args_of(self, i: int) -> dict[str, Any]:
         """Decode the args of event ``i`` (cheap; done on demand, never for every event)."""
-        a, b = int(self.args_offsets[i]), int(self.args_offsets[i + 1])
+        a = int(self.args_start[i])
+        b = a + int(self.args_len[i])
         if a == b:
             return {}
         return orjson.loads(self.args_data[a:b].tobytes())  # type: ignore[no-any-return]
