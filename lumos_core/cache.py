@@ -150,7 +150,7 @@ def load(path: Path, root: Path | None = None) -> RankTrace | None:
         if len(rank.start) != len(rank.dur) or len(rank.args_start) != len(rank.start):
             raise ValueError("inconsistent columns")
         return rank
-    except Exception:  # noqa: BLE001 - any failure to read an entry means: rebuild it
+    except Exception:  # any failure to read an entry means: rebuild it
         shutil.rmtree(target, ignore_errors=True)
         return None
 
