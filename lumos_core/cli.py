@@ -18,6 +18,7 @@ from .errors import Cancelled, LumosError
 COMMANDS: dict[str, str] = {
     "inspect": "summarise a trace folder: ranks, streams, iterations, clock offsets",
     "replay": "replay the execution graph and compare with the measured iterations",
+    "estimate": "predict a configuration that was never run (DP/TP/PP, microbatches, model size, GPU)",
     "synth": "generate a SYNTHETIC Megatron-style trace folder (demos, tests, scale benchmarks)",
 }
 
@@ -55,6 +56,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("lumos: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # output piped into `head` and the like: not an error
+        sys.stderr.close()
+        return 0
     except LumosError as exc:
         print(f"lumos {args.command}: error: {exc}", file=sys.stderr)
         return 2

@@ -1,0 +1,147 @@
+"""``lumos estimate PATH``: predict a configuration that was never run."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import orjson
+
+from ..baseline import infer_baseline
+from ..config import KNOBS, JobConfig, check
+from ..estimate import EstimateResult, estimate
+from ..export import write_job
+from ..loader import load_job
+from ..schedules import SCHEDULES
+from .common import add_load_arguments, load_from_args, terminal_progress
+
+DESCRIPTION = """Predict the iteration time, breakdown and timeline of a configuration that was never
+run, from the traces of one run: the execution graph is rewritten (new collective and kernel
+durations; for pipeline, microbatch and layer changes a rebuilt schedule) and replayed.
+
+Knobs left out keep the baseline inferred from the trace (--show-baseline prints it, with how each
+value was found). Values the trace cannot tell (e.g. hidden size without recorded shapes) can be
+given with --baseline-<knob>.
+
+Examples:
+  lumos estimate traces/ --dp 16
+  lumos estimate traces/ --pp 4 --microbatches 16 --schedule 1f1b
+  lumos estimate traces/ --gpu H200 --out predicted/"""
+
+_INT_KNOBS = ("dp", "tp", "pp", "microbatches", "layers", "hidden", "ffn", "heads", "seq", "micro_batch")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    add_load_arguments(p)
+    g = p.add_argument_group("configuration to predict")
+    for k in _INT_KNOBS:
+        g.add_argument(KNOBS[k], type=int, default=None, metavar="N", dest=k)
+    g.add_argument("--schedule", choices=SCHEDULES, default=None, help="pipeline schedule")
+    g.add_argument(
+        "--gpu", default=None, help="GPU profile: H100 (default of the trace), H200, A100, B200, V100"
+    )
+    g.add_argument("--nvlink-gbps", type=float, default=None, dest="nvlink_gbps", help="NVLink GB/s per GPU")
+    g.add_argument(
+        "--network-gbps", type=float, default=None, dest="network_gbps", help="inter-node GB/s per GPU"
+    )
+    b = p.add_argument_group("baseline values the trace does not record")
+    for k in ("layers", "hidden", "ffn", "heads", "seq", "micro_batch", "microbatches"):
+        b.add_argument(
+            f"--baseline-{k.replace('_', '-')}", type=int, default=None, metavar="N", dest=f"baseline_{k}"
+        )
+    p.add_argument(
+        "--show-baseline", action="store_true", help="print what was inferred from the trace and stop"
+    )
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="write the predicted timeline, one Kineto trace per rank, into DIR",
+    )
+    p.add_argument("--force", action="store_true", help="replace DIR if it exists")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def run(args: argparse.Namespace) -> int:
+    job = load_from_args(args, load_job)
+    overrides = {
+        k: getattr(args, f"baseline_{k}")
+        for k in ("layers", "hidden", "ffn", "heads", "seq", "micro_batch", "microbatches")
+    }
+    baseline = infer_baseline(job, {k: v for k, v in overrides.items() if v is not None})
+    if args.show_baseline:
+        if args.json:
+            sys.stdout.write(orjson.dumps(baseline.as_dict(), option=orjson.OPT_INDENT_2).decode() + "\n")
+        else:
+            print(format_baseline(baseline))
+        return 0
+    changes = {k: getattr(args, k) for k in (*_INT_KNOBS, "schedule", "gpu", "nvlink_gbps", "network_gbps")}
+    config = baseline.config.with_changes(**changes)
+    check(config, baseline)
+    result = estimate(job, config, baseline=baseline, progress=terminal_progress(not args.quiet))
+    if args.out is not None:
+        write_job(
+            result.timeline,
+            result.represents,
+            args.out,
+            result.world_size,
+            overwrite=args.force,
+            extra={"lumos_estimate_config": config.as_dict()},
+            progress=terminal_progress(not args.quiet),
+        )
+    if args.json:
+        d = result.as_dict()
+        if args.out is not None:
+            d["out"] = str(args.out)
+        sys.stdout.write(
+            orjson.dumps(d, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode() + "\n"
+        )
+    else:
+        print(format_estimate(result, args.out))
+    return 0
+
+
+def format_baseline(b) -> str:  # type: ignore[no-untyped-def]
+    lines = ["baseline inferred from the trace:"]
+    for k, v in b.fields.items():
+        lines.append(f"  {k:<14} {v.value!s:<10} {v.confidence:<9} {v.how}")
+    for role, groups in b.groups.items():
+        lines.append(f"  {role} groups: {len(groups)} x {len(groups[0]) if groups else 0} ranks")
+    lines.extend(f"  note: {n}" for n in b.notes)
+    return "\n".join(lines)
+
+
+def _fmt_bd(d: dict[str, float]) -> str:
+    return " / ".join(
+        f"{d[k] / 1000:.2f}" for k in ("exposed_compute_us", "overlapped_us", "exposed_comm_us", "other_us")
+    )
+
+
+def format_estimate(r: EstimateResult, out: Path | None) -> str:
+    d = r.as_dict()
+    base, pred = d["baseline"], d["predicted"]
+    cfg_b = JobConfig.from_dict(base["config"])
+    cfg_p = JobConfig.from_dict(pred["config"])
+    lines = [
+        f"baseline  {cfg_b.label():<22} {cfg_b.world_size:>6} GPUs   measured {base['iteration_us'] / 1000:9.3f} ms   "
+        f"replayed {base['replayed_iteration_us'] / 1000:9.3f} ms",
+        f"predicted {cfg_p.label():<22} {cfg_p.world_size:>6} GPUs   {pred['iteration_us'] / 1000:9.3f} ms "
+        f"({pred['change_pct']:+.1f}% vs replayed baseline)   [{cfg_p.label(cfg_b)}]",
+        "",
+        "breakdown (ms): exposed compute / overlapped / exposed comm / other",
+        f"  baseline  {_fmt_bd(base['replayed_breakdown'])}",
+        f"  predicted {_fmt_bd(pred['breakdown'])}",
+        "",
+        "re-timed:" if d["retimed"] else "re-timed: nothing (identity)",
+    ]
+    for x in d["retimed"]:
+        lines.append(
+            f"  {x['count']:>7} x {x['what']}: {x['model']}" + (f" [{x['detail']}]" if x["detail"] else "")
+        )
+    lines.extend(f"note: {n}" for n in d["notes"])
+    lines.append(f"definition: {d['definition']}")
+    if out is not None:
+        lines.append(f"predicted timeline written to {out} ({r.world_size} rank files)")
+    return "\n".join(lines)

@@ -1,0 +1,538 @@
+"""``lumos estimate``: predict a configuration that was never run (paper §3.4), by rewriting the
+execution graph of the traced run and replaying it.
+
+:func:`estimate` is a plain, picklable function of (loaded job, configuration) -> result, so many
+can run in parallel (sweeps). The rewrite keeps the traced dependency patterns: durations change
+(:mod:`lumos_core.retime`: collectives for new group and message sizes, kernels for new model
+shapes or GPUs) and, for pipeline, microbatch and layer changes, the graph itself is rebuilt from
+the traced per-layer tasks (:mod:`lumos_core.rewrite`).
+
+Ranks that a configuration adds are copies of the traced ones they correspond to (data-parallel
+replicas run the same work), so a job of 512 GPUs is simulated with its distinct ranks only and
+expanded when its timeline is exported.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from . import costs
+from .baseline import infer_baseline
+from .breakdown import ITERATION_DEFINITION, Breakdown, activity, breakdown, iteration_windows
+from .config import Baseline, JobConfig, check
+from .graph import ExecutionGraph, NodeType, build_graph
+from .hardware import GpuProfile, get_gpu
+from .kernel_families import Family
+from .progress import Progress, no_progress, scaled
+from .replay import predicted_rank
+from .retime import (
+    RetimePlan,
+    Retiming,
+    collective_ratio,
+    family_of_nodes,
+    gemm_ratio,
+    hardware_ratio,
+    layer_gemm_flops,
+    spans_nodes,
+    width_map,
+)
+from .simulate import simulate
+from .trace import CollectiveKind, Job, Kind, RankTrace
+
+ESTIMATE_DEFINITION = (
+    "predicted iteration time = mean over simulated ranks of their mean iteration time, over the "
+    "iterations between consecutive ProfilerStep starts (the last, partial iteration is left out "
+    "when there are several); breakdown likewise"
+)
+
+
+@dataclass
+class Outcome:
+    """Iteration time and breakdown of one configuration (measured, replayed or predicted)."""
+
+    config: JobConfig
+    iteration_us: float
+    breakdown: Breakdown
+    per_rank_us: dict[int, float] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "config": self.config.as_dict(),
+            "iteration_us": round(self.iteration_us, 3),
+            "breakdown": self.breakdown.as_us(),
+            "per_rank_iteration_us": {r: round(v, 3) for r, v in self.per_rank_us.items()},
+        }
+
+
+@dataclass
+class EstimateResult:
+    """What :func:`estimate` returns (picklable: plain data and numpy arrays)."""
+
+    baseline: Baseline
+    measured: Outcome  # the trace itself
+    replayed: Outcome  # the unmodified graph replayed (what identity predictions are held to)
+    predicted: Outcome
+    world_size: int
+    timeline: list[RankTrace]  # simulated ranks, numbered in the new job
+    represents: dict[int, list[int]]  # simulated rank -> the ranks of the new job it stands for
+    retimed: list[Retiming]
+    why: dict[int, np.ndarray]  # simulated rank -> per event: index into ``retimed`` (-1: measured)
+    old_dur: dict[int, np.ndarray]  # simulated rank -> per event: its measured duration (ns)
+    seconds: float
+    notes: list[str] = field(default_factory=list)
+
+    def explain(self, rank: int, event: int) -> str:
+        """Why a predicted task lasts what it lasts (for the app's details panel)."""
+        w = int(self.why[rank][event]) if rank in self.why else -1
+        t = next(p for p in self.timeline if p.rank == rank)
+        old = int(self.old_dur[rank][event])
+        new = int(t.dur[event])
+        if w < 0:
+            return f"measured duration kept ({old / 1000:.1f} µs)"
+        r = self.retimed[w]
+        return (
+            f"{r.what}: {r.model}"
+            + (f" ({r.detail})" if r.detail else "")
+            + f"; measured {old / 1000:.1f} µs -> predicted {new / 1000:.1f} µs"
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        b = self.baseline
+        return {
+            "definition": ESTIMATE_DEFINITION,
+            "iteration_definition": ITERATION_DEFINITION,
+            "baseline": {
+                **self.measured.as_dict(),
+                "replayed_iteration_us": round(self.replayed.iteration_us, 3),
+                "replayed_breakdown": self.replayed.breakdown.as_us(),
+                "inferred": {
+                    k: {"value": v.value, "confidence": v.confidence, "how": v.how}
+                    for k, v in b.fields.items()
+                },
+            },
+            "predicted": {
+                **self.predicted.as_dict(),
+                "ranks": self.world_size,
+                "simulated_ranks": sorted(self.represents),
+                "change_pct": round(100 * (self.predicted.iteration_us / self.replayed.iteration_us - 1), 3)
+                if self.replayed.iteration_us
+                else 0.0,
+            },
+            "retimed": [r.as_dict() for r in self.retimed],
+            "seconds": round(self.seconds, 3),
+            "notes": self.notes,
+        }
+
+
+# ---------------------------------------------------------------------------------------------- API
+
+
+def estimate(
+    job: Job,
+    config: JobConfig | dict[str, Any] | None = None,
+    *,
+    baseline: Baseline | None = None,
+    progress: Progress = no_progress,
+    graph: ExecutionGraph | None = None,
+) -> EstimateResult:
+    """Predict ``config`` (a JobConfig, or a dict of changes to the inferred baseline) from ``job``."""
+    t0 = time.perf_counter()
+    baseline = baseline or infer_baseline(job)
+    if config is None:
+        config = baseline.config
+    elif isinstance(config, dict):
+        config = baseline.config.with_changes(**config)
+    check(config, baseline)
+    progress(0.02, "building the execution graph")
+    graph = graph or build_graph(job, progress=scaled(progress, 0.02, 0.4))
+    ranks = {t.rank: t for t in job.ranks}
+    base = baseline.config
+
+    progress(0.45, "replaying the traced configuration")
+    start0, end0 = simulate(graph)
+    replayed_tl = [predicted_rank(graph, t, start0, end0) for t in job.ranks]
+    measured = _outcome(base, job.ranks)
+    replayed = _outcome(base, replayed_tl)
+
+    progress(0.55, "rewriting the graph")
+    notes: list[str] = []
+    structural = (
+        config.pp != base.pp
+        or config.microbatches != base.microbatches
+        or (config.layers is not None and config.layers != base.layers)
+        or (config.tp != base.tp
+        and base.tp == 1)
+    )
+    if structural:
+        from .rewrite import rewrite_structure  # pipeline / microbatch / layer changes rebuild the graph
+
+        graph, layout = rewrite_structure(job, graph, baseline, config, notes)
+    else:
+        layout = _replica_layout(job, base, config)
+    plan = plan_retiming(job, graph, baseline, config, notes)
+    dur = np.maximum(np.rint(graph.dur * plan.ratio), 0).astype(np.int64)
+    progress(0.7, f"simulating {graph.n_nodes} tasks")
+    start, end = simulate(graph, dur)
+    progress(0.9, "building the predicted timeline")
+    timeline, why, old_dur = [], {}, {}
+    for t in job.ranks:
+        if t.rank not in graph.rank_nodes:
+            continue
+        p = predicted_rank(graph, t, start, end)
+        node_of = graph.rank_nodes[t.rank]
+        w = np.full(len(t), -1, np.int32)
+        has = node_of >= 0
+        w[has] = plan.why[node_of[has]]
+        new_rank = layout.get(t.rank, [t.rank])[0]
+        p.rank = new_rank
+        timeline.append(p)
+        why[new_rank] = w
+        old_dur[new_rank] = t.dur.copy()
+    represents = {layout.get(r, [r])[0]: layout.get(r, [r]) for r in ranks if r in graph.rank_nodes}
+    predicted = _outcome(config, timeline)
+    progress(1.0, "estimate done")
+    return EstimateResult(
+        baseline=baseline,
+        measured=measured,
+        replayed=replayed,
+        predicted=predicted,
+        world_size=config.world_size,
+        timeline=timeline,
+        represents=represents,
+        retimed=plan.rules,
+        why=why,
+        old_dur=old_dur,
+        seconds=time.perf_counter() - t0,
+        notes=notes,
+    )
+
+
+def _outcome(config: JobConfig, ranks: list[RankTrace]) -> Outcome:
+    """Steady-state iteration time and breakdown (see ESTIMATE_DEFINITION)."""
+    per_rank: dict[int, float] = {}
+    parts = np.zeros(4)
+    n = 0
+    for t in ranks:
+        windows = iteration_windows(t)
+        if len(windows) > 1:
+            windows = windows[:-1]
+        if not windows:
+            continue
+        s, e, c = activity(t)
+        lengths = [w.length for w in windows]
+        per_rank[t.rank] = float(np.mean(lengths)) / 1000
+        for w in windows:
+            b = breakdown(s, e, c, w.start, w.end)
+            parts += (b.exposed_compute_ns, b.overlapped_ns, b.exposed_comm_ns, b.other_ns)
+            n += 1
+    if n == 0:
+        return Outcome(config, 0.0, Breakdown(0, 0, 0, 0), per_rank)
+    parts /= n
+    bd = Breakdown(*(int(round(x)) for x in parts))
+    return Outcome(config, float(np.mean(list(per_rank.values()))), bd, per_rank)
+
+
+def _replica_layout(job: Job, base: JobConfig, config: JobConfig) -> dict[int, list[int]]:
+    """Traced rank -> ranks of the new job it stands for (data-parallel replicas are copies)."""
+    out: dict[int, list[int]] = {}
+    model_ranks = base.tp * base.pp
+    new_world = config.world_size
+    for t in job.ranks:
+        r = t.rank
+        pos, dp_idx = r % model_ranks, r // model_ranks
+        mine = [pos + model_ranks * d for d in range(config.dp) if d % max(base.dp, 1) == dp_idx]
+        out[r] = [x for x in mine if x < new_world] or ([] if dp_idx >= config.dp else [r])
+    return {r: v for r, v in out.items() if v}
+
+
+# ------------------------------------------------------------------------------------ re-timing rules
+
+
+def comm_model_from_trace(job: Job, graph: ExecutionGraph, gpu: GpuProfile) -> costs.CommModel:
+    """The alpha-beta model calibrated on this trace's collectives (transfer time = the joined
+    transfer node, i.e. the shortest kernel of each instance across ranks)."""
+    samples = []
+    by_rank = {t.rank: t for t in job.ranks}
+    transfer = np.flatnonzero(graph.arrive_of >= 0)
+    seen: set[tuple[int, int]] = set()
+    for v in transfer.tolist():
+        r, e = int(graph.rank[v]), int(graph.event[v])
+        t = by_rank[r]
+        rows = np.flatnonzero(t.collectives.event == e)
+        if len(rows) == 0:
+            continue
+        row = int(rows[0])
+        c = t.collectives
+        size = int(c.size_bytes[row])
+        n = int(c.group_size[row])
+        if size <= 0 or n <= 1:
+            continue
+        key = (int(c.kind[row]), size)
+        if key in seen and len(samples) > 200:
+            continue
+        seen.add(key)
+        samples.append(
+            costs.CommSample(
+                kind=CollectiveKind(int(c.kind[row])),
+                size_bytes=size,
+                group_size=n,
+                seconds=graph.dur[v] / 1e9,
+                inter_node=False,
+            )
+        )
+    return costs.CommModel.from_profile(gpu).calibrate(samples)
+
+
+def plan_retiming(
+    job: Job, graph: ExecutionGraph, baseline: Baseline, config: JobConfig, notes: list[str]
+) -> RetimePlan:
+    """Duration ratios for every node of ``graph`` (see :mod:`lumos_core.retime`)."""
+    base = baseline.config
+    plan = RetimePlan.identity(graph.n_nodes)
+    gpu_old = get_gpu(base.gpu)
+    gpu_new = _with_links(get_gpu(config.gpu), config)
+    ranks = {t.rank: t for t in job.ranks}
+    fam = family_of_nodes(graph, ranks)
+    has_gpu = any(np.isin(t.kind, [Kind.KERNEL]).any() for t in job.ranks)
+    task = (graph.node_type == NodeType.GPU) if has_gpu else (graph.node_type == NodeType.CPU)
+    task &= graph.arrive_of < 0  # collective transfers are re-timed by the communication model
+    model = comm_model_from_trace(job, graph, gpu_old)
+
+    # --- model shape: tokens, hidden, FFN ---
+    tok_ratio = _ratio(config.seq, base.seq) * _ratio(config.micro_batch, base.micro_batch)
+    sizes = width_map(base, config)
+    h_ratio = _ratio(config.hidden, base.hidden)
+    shape_change = tok_ratio != 1.0 or bool(sizes) or config.tp != base.tp
+    if shape_change:
+        _retime_compute(job, graph, plan, fam, task, base, config, sizes, tok_ratio, h_ratio, gpu_old)
+
+    # --- hardware ---
+    if gpu_new.name != gpu_old.name and has_gpu:
+        ratio = hardware_ratio(fam, gpu_old, gpu_new)
+        for f, label, what in (
+            (_compute_fams(), "peak FLOP/s", "compute-bound kernels"),
+            (_memory_fams(), "HBM bandwidth", "memory-bound kernels"),
+        ):
+            sel = np.flatnonzero(task & np.isin(fam, f))
+            plan.apply(
+                sel, ratio[sel], what, f"roofline: ratio of {label}", f"{gpu_old.name} -> {gpu_new.name}"
+            )
+
+    # --- communication: group sizes, message sizes, links ---
+    _retime_collectives(
+        job, graph, plan, baseline, config, model, gpu_old, gpu_new, tok_ratio, h_ratio, notes
+    )
+    return plan
+
+
+def _compute_fams() -> list[int]:
+    return [int(Family.GEMM), int(Family.ATTENTION)]
+
+
+def _memory_fams() -> list[int]:
+    return [
+        int(Family.ELEMENTWISE),
+        int(Family.REDUCTION),
+        int(Family.KERNEL_OTHER),
+        int(Family.MEMCPY),
+        int(Family.MEMSET),
+    ]
+
+
+def _ratio(new: float | None, old: float | None) -> float:
+    return float(new) / float(old) if new and old else 1.0
+
+
+def _with_links(gpu: GpuProfile, config: JobConfig) -> GpuProfile:
+    import dataclasses
+
+    changes: dict[str, float] = {}
+    if config.nvlink_gbps:
+        changes["nvlink_bandwidth"] = config.nvlink_gbps * 1e9
+    if config.network_gbps:
+        changes["network_bandwidth"] = config.network_gbps * 1e9
+    return dataclasses.replace(gpu, **changes) if changes else gpu
+
+
+def _retime_compute(
+    job: Job,
+    graph: ExecutionGraph,
+    plan: RetimePlan,
+    fam: np.ndarray,
+    task: np.ndarray,
+    base: JobConfig,
+    config: JobConfig,
+    sizes: dict[int, int],
+    tok_ratio: float,
+    h_ratio: float,
+    gpu: GpuProfile,
+) -> None:
+    """GEMMs by their recorded shapes, attention by FLOPs, elementwise by bytes."""
+    tp_ratio = base.tp / config.tp
+    gemm = np.flatnonzero(task & (fam == Family.GEMM))
+    shaped = _gemm_shapes_of_nodes(job, graph, gemm)
+    by_shape: dict[tuple[int, int, int], list[int]] = {}
+    unshaped: list[int] = []
+    for v, shape in zip(gemm.tolist(), shaped):
+        (by_shape.setdefault(shape, []) if shape else unshaped).append(v)  # type: ignore[arg-type]
+    for shape, nodes in by_shape.items():
+        r = gemm_ratio(shape, sizes, tok_ratio, gpu, gpu)
+        plan.apply(
+            np.asarray(nodes),
+            r,
+            "GEMM",
+            "FLOPs of the recorded shape, roofline efficiency",
+            f"{shape[0]}x{shape[1]}x{shape[2]} scaled",
+        )
+    if unshaped:
+        h, f = base.hidden, base.ffn
+        if h and f:
+            r = (
+                tok_ratio
+                * layer_gemm_flops(config.hidden or h, config.ffn or f)
+                / layer_gemm_flops(h, f)
+                * tp_ratio
+            )
+        else:
+            r = tok_ratio * tp_ratio
+        plan.apply(
+            np.asarray(unshaped),
+            r,
+            "GEMM (no recorded shape)",
+            "per-layer GEMM FLOPs (4h^2 + 2h*ffn) x tokens / TP",
+        )
+    heads_ratio = _ratio(config.heads, base.heads) if config.heads and base.heads else 1.0
+    att = np.flatnonzero(task & (fam == Family.ATTENTION))
+    seq_ratio = _ratio(config.seq, base.seq)
+    mb_ratio = _ratio(config.micro_batch, base.micro_batch)
+    plan.apply(
+        att,
+        mb_ratio * seq_ratio * seq_ratio * h_ratio * tp_ratio,
+        "attention",
+        "FLOPs ∝ micro-batch · seq² · hidden / TP",
+        f"heads x{heads_ratio:g}" if heads_ratio != 1 else "",
+    )
+    ew = np.flatnonzero(task & np.isin(fam, _memory_fams()))
+    plan.apply(
+        ew,
+        tok_ratio * h_ratio * (tp_ratio if config.tp != base.tp else 1.0),
+        "elementwise / norm / copies",
+        "bytes ∝ tokens · hidden",
+    )
+
+
+def _gemm_shapes_of_nodes(
+    job: Job, graph: ExecutionGraph, nodes: np.ndarray
+) -> list[tuple[int, int, int] | None]:
+    """(M, K, N) of each GEMM node: its own Input Dims (CPU op) or those of the op that launched it."""
+    from .baseline import gemm_shape
+
+    by_rank = {t.rank: t for t in job.ranks}
+    out: list[tuple[int, int, int] | None] = []
+    cache: dict[tuple[int, int], tuple[int, int, int] | None] = {}
+    for v in nodes.tolist():
+        r, e = int(graph.rank[v]), int(graph.event[v])
+        t = by_rank[r]
+        op = e
+        if t.kind[e] != Kind.CPU_OP:
+            launch = int(t.launch[e])
+            op = int(t.parent[launch]) if launch >= 0 else -1
+            while op >= 0 and t.kind[op] == Kind.RUNTIME:
+                op = int(t.parent[op])
+        key = (r, op)
+        if key not in cache:
+            cache[key] = gemm_shape(t.name_of(op), t.args_of(op).get("Input Dims")) if op >= 0 else None
+        out.append(cache[key])
+    return out
+
+
+def _retime_collectives(
+    job: Job,
+    graph: ExecutionGraph,
+    plan: RetimePlan,
+    baseline: Baseline,
+    config: JobConfig,
+    model: costs.CommModel,
+    gpu_old: GpuProfile,
+    gpu_new: GpuProfile,
+    tok_ratio: float,
+    h_ratio: float,
+    notes: list[str],
+) -> None:
+    from .baseline import group_roles
+
+    base = baseline.config
+    roles, _ = group_roles(job)
+    by_rank = {t.rank: t for t in job.ranks}
+    new_size = {"dp": config.dp, "tp": config.tp, "pp": config.pp, "world": config.world_size}
+    old_size = {"dp": base.dp, "tp": base.tp, "pp": base.pp, "world": base.world_size}
+    stride_new = {"tp": 1, "dp": config.tp, "pp": config.tp * config.dp, "world": 1}
+    stride_old = {"tp": 1, "dp": base.tp, "pp": base.tp * base.dp, "world": 1}
+    # Gradient/parameter buffers scale with the parameters a rank holds: layer shape, layers per
+    # stage, TP shard. Activations (TP and PP traffic) scale with tokens and hidden.
+    params_ratio = 1.0
+    if base.hidden and base.ffn:
+        params_ratio = layer_gemm_flops(
+            config.hidden or base.hidden, config.ffn or base.ffn
+        ) / layer_gemm_flops(base.hidden, base.ffn)
+    params_ratio *= (base.tp / config.tp) * (base.pp / config.pp)
+    if config.layers and base.layers:
+        params_ratio *= config.layers / base.layers
+    act_ratio = tok_ratio * h_ratio
+    gpn_old, gpn_new = gpu_old.gpus_per_node, gpu_new.gpus_per_node
+    groups: dict[tuple[str, int, int], list[int]] = {}
+    for r, t in by_rank.items():
+        c = t.collectives
+        if len(c) == 0:
+            continue
+        node_of = graph.rank_nodes.get(r)
+        if node_of is None:
+            continue
+        nodes = node_of[c.event]
+        for row, v in enumerate(nodes.tolist()):
+            if v < 0:
+                continue
+            pg = int(c.pg[row])
+            role = (
+                roles.get(t.strings[pg], "world" if pg < 0 else "dp")
+                if pg >= 0
+                else ("dp" if base.tp == base.pp == 1 else "world")
+            )
+            groups.setdefault((role, int(c.kind[row]), int(c.size_bytes[row])), []).append(v)
+    if base.tp == 1 and base.pp == 1:  # the whole world is the data-parallel group
+        groups = {("dp" if role == "world" else role, k, s): v for (role, k, s), v in groups.items()}
+    for (role, kind, size), nodes in groups.items():
+        n_old = old_size.get(role, 1) if role != "world" else base.world_size
+        n_new = new_size.get(role, 1) if role != "world" else config.world_size
+        size_ratio = params_ratio if role in ("dp", "world") else act_ratio
+        if role == "pp":
+            size_ratio = act_ratio
+        span_old = spans_nodes(n_old, stride_old.get(role, 1), gpn_old)
+        span_new = spans_nodes(n_new, stride_new.get(role, 1), gpn_new)
+        if (n_old, n_new, size_ratio, span_old, span_new, gpu_old.name) == (
+            n_new,
+            n_old,
+            1.0,
+            span_new,
+            span_old,
+            gpu_new.name,
+        ) and n_old == n_new:
+            continue
+        r = collective_ratio(
+            kind, size, n_old, n_new, span_old, span_new, size_ratio, gpu_old, gpu_new, model
+        )
+        if n_new <= 1:
+            r = 0.0
+        scope = "inter-node" if span_new else "intra-node"
+        label = CollectiveKind(kind).label
+        plan.apply(
+            np.asarray(nodes),
+            r,
+            f"{role.upper()} {label}",
+            f"alpha-beta ({model.source(CollectiveKind(kind), span_new)}), {scope}",
+            f"group {n_old} -> {n_new}" + (f", message x{size_ratio:.3g}" if size_ratio != 1 else ""),
+        )
