@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from PySide6.QtGui import QColor
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QColor, QGuiApplication, QPalette
+from PySide6.QtWidgets import QApplication
 
 from lumos_core.kernel_families import N_FAMILIES, Family
 
@@ -53,6 +55,9 @@ class Theme:
     search_highlight: str
     measure_fill: str  # translucent, #AARRGGBB
     arrow: str
+    window: str  # chrome around the timeline: menus, toolbar, docks, buttons
+    highlight: str  # selected rows and menu items in Qt widgets
+    link: str
     families: list[QColor] = field(default_factory=list, compare=False)
 
     def family_color(self, family: int) -> QColor:
@@ -83,6 +88,9 @@ LIGHT = Theme(
     search_highlight="#FF8C00",
     measure_fill="#332F80ED",
     arrow="#D62728",
+    window="#EEF1F5",
+    highlight="#3A6EA5",
+    link="#1F6FEB",
     families=_families(),
 )
 
@@ -100,43 +108,59 @@ DARK = Theme(
     search_highlight="#FFD54F",
     measure_fill="#3364B5F6",
     arrow="#FF6B6B",
+    window="#2B2D31",
+    highlight="#3D5A80",
+    link="#64B5F6",
     families=_families(),
 )
 
 THEMES = {t.name: t for t in (LIGHT, DARK)}
 
 
+def system_theme_name() -> str:
+    """``"dark"`` or ``"light"``, as the desktop asks (``QStyleHints.colorScheme``, Qt 6.5+).
+
+    Platforms that do not say (offscreen, older desktops) report ``Unknown``: Lumos is light there.
+    """
+    if QGuiApplication.styleHints().colorScheme() == Qt.ColorScheme.Dark:
+        return "dark"
+    return "light"
+
+
+def resolve_theme(preference: str | None) -> Theme:
+    """The theme for a preference: ``light``, ``dark``, or ``system``/None (follow the desktop)."""
+    if preference in THEMES:
+        return THEMES[preference]
+    return THEMES[system_theme_name()]
+
+
+def build_palette(theme: Theme) -> QPalette:
+    """A QPalette made only of the theme's colours, so widgets and the timeline always agree."""
+    window, text, muted = QColor(theme.window), QColor(theme.foreground), QColor(theme.muted)
+    p = QPalette(window, window)  # derives Light/Mid/Dark/Shadow (Fusion's bevels) from the window colour
+    role = QPalette.ColorRole
+    p.setColor(role.WindowText, text)
+    p.setColor(role.Base, QColor(theme.background))
+    p.setColor(role.AlternateBase, QColor(theme.label_background))
+    p.setColor(role.ToolTipBase, window)
+    p.setColor(role.ToolTipText, text)
+    p.setColor(role.Text, text)
+    p.setColor(role.PlaceholderText, muted)
+    p.setColor(role.ButtonText, text)
+    p.setColor(role.BrightText, QColor(theme.arrow))
+    p.setColor(role.Highlight, QColor(theme.highlight))
+    p.setColor(role.HighlightedText, QColor("#FFFFFF"))
+    p.setColor(role.Link, QColor(theme.link))
+    disabled = QPalette.ColorGroup.Disabled
+    for r in (role.Text, role.ButtonText, role.WindowText):
+        p.setColor(disabled, r, muted)
+    return p
+
+
 def apply_palette(app: object, theme: Theme) -> None:
     """Give every Qt widget (tables, text, menus) colours that match the timeline's theme."""
-    from PySide6.QtGui import QPalette
-    from PySide6.QtWidgets import QApplication
-
     if not isinstance(app, QApplication):
         return
     if app.style().name().lower() != "fusion":
         app.setStyle("Fusion")  # the one style that follows a custom palette on every platform
-    if theme.name != "dark":
-        app.setPalette(app.style().standardPalette())
-        return
-    p = QPalette()
-    role = QPalette.ColorRole
-    base, window, text = QColor("#1E1F22"), QColor("#2B2D31"), QColor(theme.foreground)
-    p.setColor(role.Window, window)
-    p.setColor(role.WindowText, text)
-    p.setColor(role.Base, base)
-    p.setColor(role.AlternateBase, QColor("#25262A"))
-    p.setColor(role.ToolTipBase, window)
-    p.setColor(role.ToolTipText, text)
-    p.setColor(role.Text, text)
-    p.setColor(role.PlaceholderText, QColor(theme.muted))
-    p.setColor(role.Button, window)
-    p.setColor(role.ButtonText, text)
-    p.setColor(role.BrightText, QColor("#FF6B6B"))
-    p.setColor(role.Highlight, QColor("#3D5A80"))
-    p.setColor(role.HighlightedText, QColor("#FFFFFF"))
-    p.setColor(role.Link, QColor("#64B5F6"))
-    for group in (QPalette.ColorGroup.Disabled,):
-        p.setColor(group, role.Text, QColor(theme.muted))
-        p.setColor(group, role.ButtonText, QColor(theme.muted))
-        p.setColor(group, role.WindowText, QColor(theme.muted))
-    app.setPalette(p)
+    app.setPalette(build_palette(theme))
