@@ -49,7 +49,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--size", default="1600x1000", metavar="WxH", help="window size for --screenshot (default 1600x1000)"
     )
-    parser.add_argument("--theme", choices=["light", "dark"], help="colour theme (default: last used)")
+    parser.add_argument(
+        "--theme",
+        choices=["light", "dark", "system"],
+        help="colour theme for this run; system follows the desktop (default: View menu's choice, else system)",
+    )
     parser.add_argument(
         "--iteration",
         type=int,
@@ -90,13 +94,19 @@ def run_app(args: list[str]) -> int:
     from PySide6.QtWidgets import QApplication
 
     from .main_window import MainWindow
+    from .resources import app_icon
+    from .theme_follow import SystemThemeFollower, saved_preference, startup_theme
 
     app = QApplication.instance() or QApplication([sys.argv[0] if sys.argv else "lumos"])
     app.setApplicationName("Lumos")
     app.setOrganizationName("Lumos")
+    app.setDesktopFileName("lumos")  # Wayland matches the window to lumos.desktop (and its icon)
+    app.setWindowIcon(app_icon())
     pg.setConfigOptions(antialias=False)
 
-    window = MainWindow(restore_layout=not ns.screenshot, theme=ns.theme)
+    preference = ns.theme or saved_preference()
+    window = MainWindow(restore_layout=not ns.screenshot, theme=startup_theme(preference).name)
+    SystemThemeFollower(window, follow=preference == "system")
     outcome = {"code": 0}
     if ns.screenshot:
         window.resize(*_parse_size(ns.size))
