@@ -309,13 +309,24 @@ def infer_baseline(job: Job, overrides: dict[str, Any] | None = None) -> Baselin
             model[k] = (int(m[k]), "recorded by lumos synth")
         model["micro_batch"] = (int(synth["micro_batch"]), "recorded by lumos synth")
     else:
-        shapes = _model_from_shapes(_gemm_shapes(job))
+        gemms = _gemm_shapes(job)
+        shapes = _model_from_shapes(gemms)
         for k in ("hidden", "ffn"):
             if k in shapes:
                 v, h = shapes[k]
                 model[k] = (v * (tp if k == "ffn" else 1), h)
         if "tokens" in shapes:
             fields["tokens"] = Inferred(shapes["tokens"][0], "inferred", shapes["tokens"][1])
+        att = _attention_shape(job)
+        if att:
+            b, heads, seq, _ = att
+            how = "scaled_dot_product_attention input [micro-batch, heads, seq, head dim]"
+            model.update({"micro_batch": (b, how), "heads": (heads * tp, how), "seq": (seq, how)})
+        vocab = _vocab(gemms, shapes)
+        if vocab:
+            fields["vocab"] = Inferred(
+                vocab, "inferred", "widest GEMM output from the hidden size (the LM head)"
+            )
     for k in ("hidden", "ffn", "heads", "seq", "micro_batch"):
         if k in model:
             fields[k] = Inferred(model[k][0], "certain" if synth else "inferred", model[k][1])
@@ -351,6 +362,33 @@ def infer_baseline(job: Job, overrides: dict[str, Any] | None = None) -> Baselin
     return Baseline(
         config=config, fields=fields, groups={r: sorted(g) for r, g in by_role.items()}, notes=notes
     )
+
+
+def _attention_shape(job: Job) -> tuple[int, int, int, int] | None:
+    """(micro-batch, heads per rank, seq, head dim) from recorded attention inputs [b, h, s, d]."""
+    for t in job.ranks[:2]:
+        ids = [
+            i
+            for i, s in enumerate(t.strings)
+            if "scaled_dot_product" in s and "backward" not in s.lower() and not s.startswith("autograd")
+        ]
+        rows = np.flatnonzero((t.kind == Kind.CPU_OP) & np.isin(t.name, ids))[:50]
+        for ev in rows.tolist():
+            dims = t.args_of(ev).get("Input Dims")
+            if isinstance(dims, list) and dims and isinstance(dims[0], list) and len(dims[0]) == 4:
+                b, h, s, d = (int(x) for x in dims[0])
+                if min(b, h, s, d) > 0:
+                    return b, h, s, d
+    return None
+
+
+def _vocab(shapes: collections.Counter, model: dict[str, tuple[int, str]]) -> int | None:
+    if "hidden" not in model or "tokens" not in model:
+        return None
+    h, tok = model["hidden"][0], model["tokens"][0]
+    ffn = model.get("ffn", (0, ""))[0]
+    wide = [n for (m, k, n) in shapes if m == tok and k == h and n > max(ffn, 3 * h)]
+    return max(wide) if wide else None
 
 
 def how_for(roles: dict[str, str], how: dict[str, str], role: str) -> str:

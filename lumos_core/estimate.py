@@ -33,11 +33,15 @@ from .retime import (
     RetimePlan,
     Retiming,
     collective_ratio,
+    cpu_op_ratios,
+    dims_ratio,
     family_of_nodes,
+    gemm_flop_ratio,
     gemm_ratio,
     hardware_ratio,
     layer_gemm_flops,
     spans_nodes,
+    value_map,
     width_map,
 )
 from .simulate import simulate
@@ -164,35 +168,52 @@ def estimate(
         config.pp != base.pp
         or config.microbatches != base.microbatches
         or (config.layers is not None and config.layers != base.layers)
-        or (config.tp != base.tp
-        and base.tp == 1)
     )
+    model = comm_model_from_trace(job, graph, get_gpu(base.gpu))
+    timeline, why, old_dur = [], {}, {}
     if structural:
-        from .rewrite import rewrite_structure  # pipeline / microbatch / layer changes rebuild the graph
+        from .rewrite import build_rewritten  # pipeline / microbatch / layer changes rebuild the graph
+        from .rewrite_timeline import rewritten_timelines
 
-        graph, layout = rewrite_structure(job, graph, baseline, config, notes)
+        rw = build_rewritten(job, graph, baseline, config, notes)
+        plan = plan_retiming(job, rw.graph, baseline, config, notes, model)
+        created = np.flatnonzero((rw.graph.event < 0) & (rw.graph.node_type == NodeType.GPU))
+        plan.apply(created, 1.0, "PP send/recv", "alpha-beta of the activation size (created by the rewrite)")
+        dur = np.maximum(np.rint(rw.graph.dur * plan.ratio), 0).astype(np.int64)
+        progress(0.7, f"simulating {rw.graph.n_nodes} tasks")
+        start, end = simulate(rw.graph, dur, _lags(rw.graph, plan))
+        progress(0.9, "building the predicted timeline")
+        timeline, rows = rewritten_timelines(rw, start, end, ranks)
+        for p in timeline:
+            node = rows[p.rank]
+            has = node >= 0
+            w = np.full(len(p), -1, np.int32)
+            w[has] = plan.why[node[has]]
+            why[p.rank] = w
+            od = np.zeros(len(p), np.int64)
+            od[has] = rw.graph.dur[node[has]]
+            old_dur[p.rank] = od
+        represents = rw.represents
     else:
         layout = _replica_layout(job, base, config)
-    plan = plan_retiming(job, graph, baseline, config, notes)
-    dur = np.maximum(np.rint(graph.dur * plan.ratio), 0).astype(np.int64)
-    progress(0.7, f"simulating {graph.n_nodes} tasks")
-    start, end = simulate(graph, dur)
-    progress(0.9, "building the predicted timeline")
-    timeline, why, old_dur = [], {}, {}
-    for t in job.ranks:
-        if t.rank not in graph.rank_nodes:
-            continue
-        p = predicted_rank(graph, t, start, end)
-        node_of = graph.rank_nodes[t.rank]
-        w = np.full(len(t), -1, np.int32)
-        has = node_of >= 0
-        w[has] = plan.why[node_of[has]]
-        new_rank = layout.get(t.rank, [t.rank])[0]
-        p.rank = new_rank
-        timeline.append(p)
-        why[new_rank] = w
-        old_dur[new_rank] = t.dur.copy()
-    represents = {layout.get(r, [r])[0]: layout.get(r, [r]) for r in ranks if r in graph.rank_nodes}
+        plan = plan_retiming(job, graph, baseline, config, notes, model)
+        dur = np.maximum(np.rint(graph.dur * plan.ratio), 0).astype(np.int64)
+        progress(0.7, f"simulating {graph.n_nodes} tasks")
+        start, end = simulate(graph, dur, _lags(graph, plan))
+        progress(0.9, "building the predicted timeline")
+        for t in job.ranks:
+            if t.rank not in layout:
+                continue
+            p = predicted_rank(graph, t, start, end)
+            node_of = graph.rank_nodes[t.rank]
+            w = np.full(len(t), -1, np.int32)
+            has = node_of >= 0
+            w[has] = plan.why[node_of[has]]
+            p.rank = layout[t.rank][0]
+            timeline.append(p)
+            why[p.rank] = w
+            old_dur[p.rank] = t.dur.copy()
+        represents = {layout[r][0]: layout[r] for r in layout}
     predicted = _outcome(config, timeline)
     progress(1.0, "estimate done")
     return EstimateResult(
@@ -209,6 +230,12 @@ def estimate(
         seconds=time.perf_counter() - t0,
         notes=notes,
     )
+
+
+def _lags(graph: ExecutionGraph, plan: RetimePlan) -> np.ndarray | None:
+    if plan.lag_ratio is None:
+        return None
+    return np.rint(graph.sp_lag * plan.lag_ratio).astype(np.int64)
 
 
 def _outcome(config: JobConfig, ranks: list[RankTrace]) -> Outcome:
@@ -288,7 +315,12 @@ def comm_model_from_trace(job: Job, graph: ExecutionGraph, gpu: GpuProfile) -> c
 
 
 def plan_retiming(
-    job: Job, graph: ExecutionGraph, baseline: Baseline, config: JobConfig, notes: list[str]
+    job: Job,
+    graph: ExecutionGraph,
+    baseline: Baseline,
+    config: JobConfig,
+    notes: list[str],
+    model: costs.CommModel | None = None,
 ) -> RetimePlan:
     """Duration ratios for every node of ``graph`` (see :mod:`lumos_core.retime`)."""
     base = baseline.config
@@ -300,15 +332,17 @@ def plan_retiming(
     has_gpu = any(np.isin(t.kind, [Kind.KERNEL]).any() for t in job.ranks)
     task = (graph.node_type == NodeType.GPU) if has_gpu else (graph.node_type == NodeType.CPU)
     task &= graph.arrive_of < 0  # collective transfers are re-timed by the communication model
-    model = comm_model_from_trace(job, graph, gpu_old)
+    model = model or comm_model_from_trace(job, graph, gpu_old)
 
     # --- model shape: tokens, hidden, FFN ---
     tok_ratio = _ratio(config.seq, base.seq) * _ratio(config.micro_batch, base.micro_batch)
     sizes = width_map(base, config)
     h_ratio = _ratio(config.hidden, base.hidden)
     shape_change = tok_ratio != 1.0 or bool(sizes) or config.tp != base.tp
-    if shape_change:
+    if shape_change and has_gpu:
         _retime_compute(job, graph, plan, fam, task, base, config, sizes, tok_ratio, h_ratio, gpu_old)
+    elif shape_change:
+        _retime_cpu_ops(graph, plan, ranks, base, config, sizes, tok_ratio, h_ratio)
 
     # --- hardware ---
     if gpu_new.name != gpu_old.name and has_gpu:
@@ -425,6 +459,54 @@ def _retime_compute(
     )
 
 
+def _retime_cpu_ops(
+    graph: ExecutionGraph,
+    plan: RetimePlan,
+    ranks: dict[int, RankTrace],
+    base: JobConfig,
+    config: JobConfig,
+    sizes: dict[int, int],
+    tok_ratio: float,
+    h_ratio: float,
+) -> None:
+    """CPU-only traces: the operators themselves do the work (between and after their children), so
+    each operator's tasks and its share of the CPU time between tasks scale together."""
+    from .baseline import gemm_shape
+
+    mb_ratio = _ratio(config.micro_batch, base.micro_batch)
+    seq_ratio = _ratio(config.seq, base.seq)
+    values = value_map(base, config)
+    rules: dict[int, tuple[str, str]] = {}
+
+    def op_ratio(r: int, op: int, fam: Family) -> float:
+        t = ranks[r]
+        if fam == Family.GEMM:
+            shape = gemm_shape(t.name_of(op), t.args_of(op).get("Input Dims"))
+            if shape:
+                rules[op] = ("GEMM (CPU)", "FLOPs of the recorded shape")
+                return gemm_flop_ratio(shape, sizes, tok_ratio)
+            rules[op] = ("GEMM (CPU, no recorded shape)", "tokens x hidden^2")
+            return tok_ratio * h_ratio * h_ratio
+        if fam == Family.ATTENTION:
+            rules[op] = ("attention (CPU)", "FLOPs ∝ micro-batch · seq² · hidden")
+            return mb_ratio * seq_ratio * seq_ratio * h_ratio
+        r = dims_ratio(t.args_of(op).get("Input Dims"), values)
+        if r is not None:
+            rules[op] = ("elementwise / norm (CPU)", "bytes of its recorded input shape")
+            return r
+        rules[op] = ("elementwise / norm (CPU)", "bytes ∝ tokens · hidden")
+        return tok_ratio * h_ratio
+
+    node_ratio, edge_ratio, node_op = cpu_op_ratios(graph, ranks, op_ratio)
+    by_rule: dict[tuple[str, str], list[int]] = {}
+    for v in np.flatnonzero(node_op >= 0).tolist():
+        by_rule.setdefault(rules.get(int(node_op[v]), ("CPU operator", "")), []).append(v)
+    for (what, model), nodes in by_rule.items():
+        idx = np.asarray(nodes)
+        plan.apply(idx, node_ratio[idx], what, model, "and the CPU time between its children")
+    plan.lag_ratio = edge_ratio
+
+
 def _gemm_shapes_of_nodes(
     job: Job, graph: ExecutionGraph, nodes: np.ndarray
 ) -> list[tuple[int, int, int] | None]:
@@ -489,18 +571,14 @@ def _retime_collectives(
         c = t.collectives
         if len(c) == 0:
             continue
-        node_of = graph.rank_nodes.get(r)
-        if node_of is None:
-            continue
-        nodes = node_of[c.event]
-        for row, v in enumerate(nodes.tolist()):
-            if v < 0:
-                continue
+        row_of = np.full(len(t), -1, np.int64)
+        row_of[c.event] = np.arange(len(c))
+        sel = np.flatnonzero((graph.rank == r) & (graph.event >= 0) & (graph.node_type != NodeType.ARRIVE))
+        rows = row_of[graph.event[sel]]
+        for v, row in zip(sel[rows >= 0].tolist(), rows[rows >= 0].tolist()):
             pg = int(c.pg[row])
             role = (
-                roles.get(t.strings[pg], "world" if pg < 0 else "dp")
-                if pg >= 0
-                else ("dp" if base.tp == base.pp == 1 else "world")
+                roles.get(t.strings[pg], "dp") if pg >= 0 else ("dp" if base.tp == base.pp == 1 else "world")
             )
             groups.setdefault((role, int(c.kind[row]), int(c.size_bytes[row])), []).append(v)
     if base.tp == 1 and base.pp == 1:  # the whole world is the data-parallel group

@@ -267,6 +267,10 @@ def build_graph(
 
     s_src, s_dst, s_lag, s_end, s_kind = sp.arrays()
     e_src, e_dst, e_lag, e_end, e_kind = ep.arrays()
+    # A thread that resumed because another thread's work ended was blocked, not working: its pause
+    # is explained by the cross-thread dependency, so its same-thread lag is no CPU time.
+    waited = np.unique(s_dst[s_kind == EdgeKind.CPU_CROSS])
+    s_lag = np.where((s_kind == EdgeKind.CPU_THREAD) & np.isin(s_dst, waited), 0, s_lag)
     n_nodes = len(node["dur"])
     anchor = np.full(n_nodes, NO_ANCHOR, np.int64)
     has_pred = np.zeros(n_nodes, bool)

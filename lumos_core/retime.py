@@ -20,12 +20,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from . import costs
 from .config import JobConfig
-from .graph import ExecutionGraph
+from .graph import ExecutionGraph, NodeType
 from .hardware import GpuProfile
 from .kernel_families import Family, classify_names
 from .trace import CollectiveKind, Kind, RankTrace
@@ -40,6 +41,53 @@ _GEMM_OPS = {
     "aten::_scaled_mm",
 }
 _COMPUTE_BOUND = (Family.GEMM, Family.ATTENTION)
+# ATen ops that only make views or read metadata: their cost does not grow with tensor size.
+_VIEW_OPS = frozenset(
+    {
+        "empty",
+        "empty_strided",
+        "empty_like",
+        "view",
+        "reshape",
+        "_unsafe_view",
+        "as_strided",
+        "t",
+        "transpose",
+        "permute",
+        "expand",
+        "slice",
+        "select",
+        "squeeze",
+        "unsqueeze",
+        "split",
+        "split_with_sizes",
+        "chunk",
+        "narrow",
+        "detach",
+        "detach_",
+        "alias",
+        "resolve_conj",
+        "resolve_neg",
+        "item",
+        "_local_scalar_dense",
+        "is_nonzero",
+        "size",
+        "stride",
+        "contiguous",
+        "to",
+        "lift_fresh",
+        "unbind",
+        "flatten",
+        "view_as",
+        "result_type",
+        "set_",
+        "record_stream",
+        "zeros_like",
+        "ones_like",
+        "arange",
+        "scalar_tensor",
+    }
+)
 _MEMORY_BOUND = (Family.ELEMENTWISE, Family.REDUCTION, Family.KERNEL_OTHER, Family.MEMCPY, Family.MEMSET)
 
 
@@ -58,11 +106,13 @@ class Retiming:
 
 @dataclass
 class RetimePlan:
-    """Per-node duration ratios and, per node, the index of the Retiming that set it (-1: none)."""
+    """Per-node duration ratios and, per node, the index of the Retiming that set it (-1: none);
+    ``lag_ratio`` scales same-thread lags (CPU time between tasks, on CPU-only traces)."""
 
     ratio: np.ndarray
     why: np.ndarray
     rules: list[Retiming] = field(default_factory=list)
+    lag_ratio: np.ndarray | None = None
 
     @classmethod
     def identity(cls, n: int) -> RetimePlan:
@@ -106,6 +156,66 @@ def gemm_ratio(
     old = costs.gemm_time(m, n, k, gpu_old, dtype_bytes=dtype_bytes)
     new = costs.gemm_time(m2, n2, k2, gpu_new, dtype_bytes=dtype_bytes)
     return new / old if old > 0 else 1.0
+
+
+def gemm_flop_ratio(shape: tuple[int, int, int], sizes: dict[int, int], token_ratio: float) -> float:
+    """New/old FLOPs of a GEMM (CPU GEMMs run at a steady fraction of peak: FLOPs set the time)."""
+    m, k, n = shape
+    m2, k2, n2 = m * token_ratio, sizes.get(k, k), sizes.get(n, n)
+    if sizes.get(m) is not None and k not in sizes:  # weight gradient: tokens are the contraction
+        m2, k2 = sizes[m], k * token_ratio
+    return (m2 * k2 * n2) / (m * k * n)
+
+
+def value_map(base: JobConfig, new: JobConfig) -> dict[int, int]:
+    """Old -> new value of every tensor dimension the configuration change moves (hidden, FFN, seq,
+    micro-batch, tokens, head dim, TP shards). Values that two changed dimensions share are
+    ambiguous and left out."""
+    pairs: list[tuple[int | None, int | None]] = []
+    h, h2 = base.hidden, new.hidden or base.hidden
+    pairs += [
+        (h, h2),
+        (base.ffn, new.ffn or base.ffn),
+        (base.seq, new.seq or base.seq),
+        (base.micro_batch, new.micro_batch or base.micro_batch),
+    ]
+    if base.seq and base.micro_batch:
+        pairs.append(
+            (base.seq * base.micro_batch, (new.seq or base.seq) * (new.micro_batch or base.micro_batch))
+        )
+    if h and base.heads:
+        pairs.append((h // base.heads, (h2 or h) // (new.heads or base.heads)))
+    if base.tp != new.tp or base.tp > 1:
+        for a, b in list(pairs):
+            if a and b and a % base.tp == 0:
+                pairs.append((a // base.tp, b // new.tp))
+    out: dict[int, int] = {}
+    bad: set[int] = set()
+    for a, b in pairs:
+        if not a or not b or a == b:
+            continue
+        if a in out and out[a] != b:
+            bad.add(a)
+        out[a] = b
+    return {k: v for k, v in out.items() if k not in bad}
+
+
+def dims_ratio(dims: Any, values: dict[int, int]) -> float | None:
+    """New/old element count of an op's inputs (all of them, nested lists of tensors included: the
+    optimizer's ``_foreach_*`` ops take a list per argument), dimensions mapped by ``values``."""
+    old = new = 0
+    stack = [dims]
+    while stack:
+        d = stack.pop()
+        if not isinstance(d, list) or not d:
+            continue
+        if all(isinstance(x, int) for x in d):
+            if all(x > 0 for x in d):
+                old += math.prod(d)
+                new += math.prod(values.get(x, x) for x in d)
+        else:
+            stack.extend(d)
+    return new / old if old else None
 
 
 def width_map(base: JobConfig, new: JobConfig) -> dict[int, int]:
@@ -160,30 +270,8 @@ def _cpu_op_families(strings: list[str]) -> np.ndarray:
             out[i] = Family.GEMM
         elif "scaled_dot_product" in low or "attention" in low or "flash" in low:
             out[i] = Family.ATTENTION
-        elif low.startswith("aten::") and any(
-            w in low
-            for w in (
-                "norm",
-                "gelu",
-                "relu",
-                "softmax",
-                "add",
-                "mul",
-                "div",
-                "sub",
-                "copy_",
-                "dropout",
-                "silu",
-                "tanh",
-                "exp",
-                "fill_",
-                "zero_",
-                "where",
-                "cat",
-                "embedding",
-            )
-        ):
-            out[i] = Family.ELEMENTWISE
+        elif low.startswith("aten::") and low.split("::", 1)[1] not in _VIEW_OPS:
+            out[i] = Family.ELEMENTWISE  # every other ATen op touches its tensors' elements
     return out
 
 
@@ -245,3 +333,84 @@ def safe_ratio(a: float | None, b: float | None) -> float:
         return 1.0
     r = a / b
     return r if math.isfinite(r) and r > 0 else 1.0
+
+
+# ------------------------------------------------------------------------------ CPU-only traces
+
+
+def _effective_ops(t: RankTrace, retimable: np.ndarray) -> np.ndarray:
+    """Per event: itself if re-timable, else its nearest re-timable ancestor, else -1."""
+    eff = np.where(retimable[t.name], np.arange(len(t)), -1)
+    # Parents come before their children in lane order; a few passes settle every nesting level.
+    for _ in range(int(t.depth.max()) + 1 if len(t) else 0):
+        todo = (eff < 0) & (t.parent >= 0)
+        if not todo.any():
+            break
+        eff[todo] = eff[t.parent[todo]]
+    return eff
+
+
+def _innermost_containing(t: RankTrace, a: int, b: int) -> int:
+    """The innermost event on a's lane that contains the middle of the gap between a and b."""
+    mid = (int(t.start[a] + t.dur[a]) + int(t.start[b])) // 2
+    p = a
+    while p >= 0 and int(t.start[p] + t.dur[p]) <= mid:
+        p = int(t.parent[p])
+    q = b
+    while q >= 0 and int(t.start[q]) > mid:
+        q = int(t.parent[q])
+    if p < 0:
+        return q
+    if q < 0:
+        return p
+    return p if t.depth[p] >= t.depth[q] else q
+
+
+def cpu_op_ratios(
+    graph: ExecutionGraph, ranks: dict[int, RankTrace], op_ratio
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For a CPU-only trace, where operators do their work between their children: per node and per
+    same-thread edge (the CPU time before a task), the ratio of the operator that time belongs to.
+
+    ``op_ratio(rank, event, family) -> (ratio, rule key)`` rates one operator. Returns node ratios,
+    edge ratios and, per node, the operator event behind its ratio (-1: none)."""
+    node_ratio = np.ones(graph.n_nodes)
+    node_op = np.full(graph.n_nodes, -1, np.int64)
+    edge_ratio = np.ones(len(graph.sp_src))
+    cache: dict[tuple[int, int], float] = {}
+    fams = {r: _cpu_op_families(t.strings) for r, t in ranks.items()}
+    retimable = {r: np.isin(f, [Family.GEMM, Family.ATTENTION, Family.ELEMENTWISE]) for r, f in fams.items()}
+    eff = {r: _effective_ops(t, retimable[r]) for r, t in ranks.items()}
+
+    def ratio_of(r: int, op: int) -> float:
+        key = (r, op)
+        if key not in cache:
+            cache[key] = op_ratio(r, op, Family(int(fams[r][int(ranks[r].name[op])])))
+        return cache[key]
+
+    cpu = np.flatnonzero((graph.node_type == NodeType.CPU) & (graph.event >= 0))
+    for v in cpu.tolist():
+        r, e = int(graph.rank[v]), int(graph.event[v])
+        op = int(eff[r][e])
+        if op >= 0:
+            node_ratio[v] = ratio_of(r, op)
+            node_op[v] = op
+    dst = graph.sp_dst
+    same = np.flatnonzero(
+        (graph.sp_kind == 0)
+        & (graph.event[graph.sp_src] >= 0)
+        & (graph.event[dst] >= 0)
+        & (graph.rank[graph.sp_src] == graph.rank[dst])
+    )
+    for j in same.tolist():
+        u, v = int(graph.sp_src[j]), int(dst[j])
+        r = int(graph.rank[u])
+        t = ranks[r]
+        a, b = int(graph.event[u]), int(graph.event[v])
+        if t.lane[a] != t.lane[b] or graph.sp_lag[j] <= 0:
+            continue
+        owner = _innermost_containing(t, a, b)
+        op = int(eff[r][owner]) if owner >= 0 else -1
+        if op >= 0:
+            edge_ratio[j] = ratio_of(r, op)
+    return node_ratio, edge_ratio, node_op
