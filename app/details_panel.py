@@ -274,9 +274,13 @@ class DetailsPanel(QTextBrowser):
         )
 
     def show_event(self, loaded: LoadedJob, rank_index: int, event: int) -> EventDetails:
-        self.details = describe_event(loaded, rank_index, event)
-        self.setHtml(render_html(self.details, self.theme))
-        return self.details
+        return self.show_details(describe_event(loaded, rank_index, event))
+
+    def show_details(self, details: EventDetails) -> EventDetails:
+        """Show facts gathered elsewhere (e.g. a predicted task's, with its why)."""
+        self.details = details
+        self.setHtml(render_html(details, self.theme))
+        return details
 
     def apply_theme(self, theme: Theme) -> None:
         self.theme = theme

@@ -150,13 +150,14 @@ def build_row_table(rank: RankTrace, families: np.ndarray) -> RowTable:
     """Arrange the drawable events of ``rank`` (GPU activities, CPU events) into rows."""
     is_gpu_lane = np.fromiter((ln.is_gpu for ln in rank.lanes), bool, len(rank.lanes))
     if len(rank.kind) == 0:
-        return _empty_table()
+        return empty_table()
     on_gpu = is_gpu_lane[rank.lane] if len(is_gpu_lane) else np.zeros(len(rank.kind), bool)
     keep = np.where(on_gpu, np.isin(rank.kind, GPU_DRAWN), np.isin(rank.kind, CPU_DRAWN))
     idx = np.flatnonzero(keep)
     key = rank.lane[idx].astype(np.int64) * 65536 + rank.depth[idx].astype(np.int64)
-    # events are sorted by (lane, start): a stable sort on (lane, depth) keeps starts sorted per row
-    order = np.argsort(key, kind="stable")
+    # by row, then start: loaded events are already in start order per lane, but a predicted
+    # timeline keeps the measured order, and events that move with their neighbours may swap
+    order = np.lexsort((rank.start[idx], key))
     idx = idx[order]
     key = key[order]
     heads = np.flatnonzero(np.r_[True, key[1:] != key[:-1]]) if len(key) else np.zeros(0, np.int64)
@@ -184,7 +185,7 @@ def build_row_table(rank: RankTrace, families: np.ndarray) -> RowTable:
     return table
 
 
-def _empty_table() -> RowTable:
+def empty_table() -> RowTable:
     return RowTable(
         [], np.zeros(1, np.int64), np.zeros(0), np.zeros(0), np.zeros(0, np.int32), np.zeros(0, np.uint8)
     )

@@ -4,7 +4,9 @@ Every row is one unit of height. A rank group is a header row, then its GPU stre
 one row per overlap sub-row), then its CPU threads. CPU threads are collapsed by default into one
 summary row; a collapsed rank is just its header row, which then shows its streams overlaid.
 A row lists its *sources*: the (lane, depth) rows of the rank's :class:`~app.lane_data.RowTable`
-that it draws, so a second layer with the same lane indexing draws into the same rows.
+that it draws, so a second layer with the same lane indexing draws into the same rows. A row may be
+restricted to one layer (``Row.layer``): *paired* layouts follow every row of the measured layer
+(0) with a twin row of the predicted layer (1), and a layout can show one layer only.
 """
 
 from __future__ import annotations
@@ -35,14 +37,25 @@ class Row:
     depth: int = 0
     label: str = ""
     sources: list[tuple[int, int]] = field(default_factory=list)  # (lane, depth) drawn here
+    layer: int | None = None  # the only layer drawn in this row (None: every layer)
 
 
 class LaneLayout:
     """Rows of the whole job; rebuild after changing what is collapsed (``version`` changes)."""
 
-    def __init__(self, ranks: list[RankTrace], tables: list[RowTable]) -> None:
+    def __init__(
+        self,
+        ranks: list[RankTrace],
+        tables: list[RowTable],
+        rank_labels: list[str] | None = None,
+        paired: bool = False,
+        only_layer: int | None = None,
+    ) -> None:
         self.ranks = ranks
         self.tables = tables
+        self.rank_labels = rank_labels  # header text per rank index (default: "rank N · device")
+        self.paired = paired  # every row of layer 0 is followed by a twin of layer 1
+        self.only_layer = only_layer  # every row draws this layer only (when not paired)
         self.collapsed_ranks: set[int] = set()
         self.expanded_cpu: set[int] = set()
         self.rows: list[Row] = []
@@ -57,30 +70,48 @@ class LaneLayout:
     def rebuild(self) -> None:
         rows: list[Row] = []
         bounds: list[tuple[int, int]] = []
+        default_layer = None if self.paired else self.only_layer
+
+        def add(row: Row) -> None:
+            row.layer = 0 if self.paired else default_layer
+            rows.append(row)
+            if self.paired:  # the predicted twin right below the measured row
+                kind = RowKind.GPU if row.kind == RowKind.RANK else row.kind  # a plain row, not a header
+                rows.append(
+                    Row(kind, row.rank_index, row.lane, row.depth, "↳ predicted", list(row.sources), 1)
+                )
+
         for ri, (rank, table) in enumerate(zip(self.ranks, self.tables)):
             first = len(rows)
             gpu, cpu = _ordered_lanes(rank, table)
-            header = Row(RowKind.RANK, ri, label=_rank_label(rank))
-            rows.append(header)
+            label = self.rank_labels[ri] if self.rank_labels else _rank_label(rank)
             if ri in self.collapsed_ranks:
-                header.sources = [(ln, d) for ln in gpu for d in range(table.depths.get(ln, 0))]
+                add(
+                    Row(
+                        RowKind.RANK,
+                        ri,
+                        label=label,
+                        sources=[(ln, d) for ln in gpu for d in range(table.depths.get(ln, 0))],
+                    )
+                )
                 bounds.append((first, len(rows)))
                 continue
+            rows.append(Row(RowKind.RANK, ri, label=label, layer=default_layer))
             for ln in gpu:
                 lane = rank.lanes[ln]
                 for d in range(table.depths.get(ln, 1)):
-                    label = f"rank {rank.rank} ▸ {lane.label}" if d == 0 else "↳ overlapping"
-                    rows.append(Row(RowKind.GPU, ri, ln, d, label, [(ln, d)]))
+                    text = f"rank {rank.rank} ▸ {lane.label}" if d == 0 else "↳ overlapping"
+                    add(Row(RowKind.GPU, ri, ln, d, text, [(ln, d)]))
             if cpu:
                 if ri in self.expanded_cpu:
                     for ln in cpu:
                         lane = rank.lanes[ln]
                         for d in range(max(1, table.depths.get(ln, 1))):
-                            label = f"rank {rank.rank} ▸ {lane.label}" if d == 0 else ""
-                            rows.append(Row(RowKind.CPU, ri, ln, d, label, [(ln, d)]))
+                            text = f"rank {rank.rank} ▸ {lane.label}" if d == 0 else ""
+                            add(Row(RowKind.CPU, ri, ln, d, text, [(ln, d)]))
                 else:
                     n = len(cpu)
-                    rows.append(
+                    add(
                         Row(
                             RowKind.CPU_GROUP,
                             ri,
@@ -94,7 +125,7 @@ class LaneLayout:
         self._lane_rows = {}
         for i, row in enumerate(rows):
             for ln, d in row.sources:
-                self._lane_rows.setdefault((row.rank_index, ln, d), i)
+                self._lane_rows.setdefault((row.rank_index, ln, d, row.layer or 0), i)
         self.version += 1
 
     # ---- collapsing
@@ -119,20 +150,26 @@ class LaneLayout:
         i = int(y) if y >= 0 else -1
         return self.rows[i] if 0 <= i < len(self.rows) else None
 
-    def row_showing(self, rank_index: int, lane: int, depth: int) -> int:
-        """Row that shows (lane, depth) of a rank: its own row, or the collapsed row that stands for
-        it (CPU summary row, rank header); -1 if none."""
-        row = self._lane_rows.get((rank_index, lane, depth))
+    def row_showing(self, rank_index: int, lane: int, depth: int, layer: int = 0) -> int:
+        """Row that shows (lane, depth) of a rank in ``layer``: its own row, or the collapsed row
+        that stands for it (CPU summary row, rank header); -1 if none. The layer only matters in
+        paired layouts (elsewhere every row draws every layer)."""
+        key = layer if self.paired else (self.only_layer or 0)
+        row = self._lane_rows.get((rank_index, lane, depth, key))
         if row is not None:
             return row
-        row = self._lane_rows.get((rank_index, lane, 0))
+        row = self._lane_rows.get((rank_index, lane, 0, key))
         if row is not None:
             return row
         if 0 <= rank_index < len(self.group_bounds):
             first, end = self.group_bounds[rank_index]
             for i in range(first, end):
-                if self.rows[i].kind == RowKind.CPU_GROUP and not self.ranks[rank_index].lanes[lane].is_gpu:
+                r = self.rows[i]
+                cpu = r.kind == RowKind.CPU_GROUP and not self.ranks[rank_index].lanes[lane].is_gpu
+                if cpu and (not self.paired or r.layer == layer):
                     return i
+            if self.paired and layer == 1 and first + 1 < end and self.rows[first + 1].layer == 1:
+                return first + 1  # a collapsed rank: the header's predicted twin
             return first
         return -1
 

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
+from lumos_core.baseline import infer_baseline
+from lumos_core.config import Baseline
 from lumos_core.kernel_families import event_families
 from lumos_core.loader import load_job
 from lumos_core.progress import scaled
@@ -43,6 +45,8 @@ class LoadedJob:
     clocks: list[ClockStat]
     load_s: float
     display_name: str = ""
+    baseline: Baseline | None = None  # the configuration inferred from the trace (what-if start)
+    baseline_error: str = ""  # why there is none
 
     @property
     def title(self) -> str:
@@ -83,6 +87,8 @@ def prepare_loaded(
     collectives = collectives_table(job)
     kernels = top_kernels(job, None, limit=None)
     clocks = clock_table(job)
+    progress(0.97, "inferring the traced configuration")
+    baseline, baseline_error = infer_job_baseline(job)
     progress(1.0, f"loaded {n} rank(s)")
     return LoadedJob(
         path=str(path),
@@ -94,4 +100,15 @@ def prepare_loaded(
         kernels=kernels,
         clocks=clocks,
         load_s=time.perf_counter() - t0,
+        baseline=baseline,
+        baseline_error=baseline_error,
     )
+
+
+def infer_job_baseline(job: Job, overrides: dict | None = None) -> tuple[Baseline | None, str]:
+    """The baseline for the what-if panel, or None and why. Never fails the load: a job whose
+    configuration cannot be inferred still opens as a timeline."""
+    try:
+        return infer_baseline(job, overrides), ""
+    except Exception as exc:  # a trace the inference does not understand must still open
+        return None, f"the traced configuration could not be inferred: {type(exc).__name__}: {exc}"

@@ -32,6 +32,7 @@ from PySide6.QtWidgets import (
     QProgressBar,
     QPushButton,
     QStackedWidget,
+    QTabWidget,
     QToolBar,
     QToolButton,
     QVBoxLayout,
@@ -50,6 +51,7 @@ from .loaded_job import LoadedJob, prepare_job
 from .summary_panes import SummaryPanes
 from .theme import DARK, LIGHT, THEMES, Theme, apply_palette
 from .timeline_view import Hit, TimelineView
+from .workbench import WhatIfWorkbench
 
 KEYS_HELP = (
     "Wheel: zoom at the cursor · Shift+wheel: scroll rows · drag: pan · Shift+drag: measure · "
@@ -194,9 +196,13 @@ class MainWindow(QMainWindow):
         tl.addWidget(self.legend)
         tl.addWidget(self.timeline, 1)
         self.timeline_page = timeline_page
+        # the timeline, and part 2's Compare and Sweep views, as tabs of the central area
+        self.workspace = QTabWidget()
+        self.workspace.setDocumentMode(True)
+        self.workspace.addTab(timeline_page, "Timeline")
         self.pages = QStackedWidget()
         self.pages.addWidget(self.welcome)
-        self.pages.addWidget(timeline_page)
+        self.pages.addWidget(self.workspace)
         central = QWidget()
         cl = QVBoxLayout(central)
         cl.setContentsMargins(0, 0, 0, 0)
@@ -216,8 +222,11 @@ class MainWindow(QMainWindow):
         self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.details_dock)
         self.splitDockWidget(self.summary_dock, self.details_dock, Qt.Orientation.Vertical)
         self._docks_sized = False
-
         self._build_status_bar()
+        self.workbench = WhatIfWorkbench(self)
+        self.workspace.addTab(self.workbench.compare, "Compare")
+        self.workspace.addTab(self.workbench.sweep, "Sweep")
+
         self._build_toolbar()
         self._build_menus()
         self.timeline.selection_changed.connect(self._on_selection)
@@ -300,6 +309,7 @@ class MainWindow(QMainWindow):
         zoom_sel.setToolTip("Zoom to the selected task or measured span (F)")
         zoom_sel.triggered.connect(self.timeline.zoom_to_selection)
         tb.addAction(zoom_sel)
+        self.workbench.install_toolbar(tb)
 
     def _build_menus(self) -> None:
         mb = self.menuBar()
@@ -308,6 +318,7 @@ class MainWindow(QMainWindow):
         self._add(file_menu, "Open &File…", self.ask_open_file)
         self._add(file_menu, "Open &Demo Job", self.open_demo)
         self.recent_menu = file_menu.addMenu("Open &Recent")
+        self.workbench.install_file_menu(file_menu)
         file_menu.addSeparator()
         self._add(file_menu, "Export View as &PNG…", lambda: self.ask_export_view("png"))
         self._add(file_menu, "Export View as &SVG…", lambda: self.ask_export_view("svg"))
@@ -332,6 +343,7 @@ class MainWindow(QMainWindow):
         view.addSeparator()
         view.addAction(self.details_dock.toggleViewAction())
         view.addAction(self.summary_dock.toggleViewAction())
+        self.workbench.install_menus(view, mb.addMenu("&What-if"))
 
         help_menu = mb.addMenu("&Help")
         self._add(help_menu, "Navigation Keys", lambda: self.status_label.setText(KEYS_HELP))
@@ -469,7 +481,8 @@ class MainWindow(QMainWindow):
     # ------------------------------------------------------------------ showing a job
     def set_loaded(self, loaded: LoadedJob) -> None:
         self.loaded = loaded
-        self.pages.setCurrentWidget(self.timeline_page)
+        self.pages.setCurrentWidget(self.workspace)
+        self.workspace.setCurrentWidget(self.timeline_page)
         self.details.show_nothing()
         self.timeline.set_job(loaded)
         self.summaries.set_job(loaded)
@@ -504,6 +517,7 @@ class MainWindow(QMainWindow):
         self.warnings_button.setVisible(bool(warnings))
         self.search_box.clear()
         self.match_label.setText("")
+        self.workbench.set_job(loaded, demo=self.loading_path == "demo")
 
     def show_files_tab(self) -> None:
         self.summary_dock.show()
@@ -514,7 +528,7 @@ class MainWindow(QMainWindow):
         if hit is None or self.loaded is None:
             self.details.show_nothing()
             return
-        self.details.show_event(self.loaded, hit.rank_index, hit.event)
+        self.details.show_details(self.workbench.describe_hit(hit))
 
     def _on_hover(self, text: str) -> None:
         metrics = self.hover_label.fontMetrics()
@@ -562,6 +576,7 @@ class MainWindow(QMainWindow):
         self.timeline.apply_theme(theme)
         self.details.apply_theme(theme)
         self.summaries.apply_theme(theme)
+        self.workbench.apply_theme(theme)
         self.legend.apply_theme(theme)
         self.legend.setStyleSheet(f"background: {theme.background}; color: {theme.foreground};")
 
@@ -630,7 +645,17 @@ class MainWindow(QMainWindow):
             QTimer.singleShot(0, self._size_docks)
 
     def _size_docks(self) -> None:
-        self.resizeDocks([self.summary_dock], [max(420, int(self.width() * 0.36))], Qt.Orientation.Horizontal)
+        self.resizeDocks(
+            [self.workbench.config_dock, self.summary_dock],
+            [max(340, int(self.width() * 0.22)), max(420, int(self.width() * 0.27))],
+            Qt.Orientation.Horizontal,
+        )
+        h_left = max(self.height() - 120, 400)
+        self.resizeDocks(
+            [self.workbench.config_dock, self.workbench.scenario_dock],
+            [int(h_left * 0.68), int(h_left * 0.32)],
+            Qt.Orientation.Vertical,
+        )
         h = max(self.height() - 120, 400)
         self.resizeDocks(
             [self.summary_dock, self.details_dock], [int(h * 0.6), int(h * 0.4)], Qt.Orientation.Vertical
@@ -663,6 +688,7 @@ class MainWindow(QMainWindow):
 
     def shutdown(self, timeout_ms: int = 60_000) -> None:
         """Cancel and wait for every background task (call before the window goes away)."""
+        self.workbench.shutdown()
         for task in list(self._tasks.values()):
             task.cancel()
         for token, task in list(self._tasks.items()):

@@ -43,6 +43,7 @@ class LayerStyle:
     opacity: float = 1.0
     outline: bool = False
     labels: bool = True
+    color: str | None = None  # one colour for every span (a ghost), instead of the family colours
 
 
 @dataclass
@@ -217,6 +218,8 @@ class TimelineItem(pg.GraphicsObject):
             if row.kind == RowKind.RANK:
                 header_bands.append((top, h))
             for li, layer in enumerate(self.layers):
+                if row.layer is not None and row.layer != li:
+                    continue  # a row of another layer (paired or single-layer layouts)
                 table = layer.tables[row.rank_index]
                 rank = layer.ranks[row.rank_index]
                 st = layer.style
@@ -382,7 +385,7 @@ class TimelineItem(pg.GraphicsObject):
         draw_lines(p, fr.separators)
         for (fam, arr), li in zip(fr.rects, fr.layer_of_chunk):
             st = fr.layer_styles[li]
-            color = QColor(th.family_color(fam))
+            color = QColor(st.color) if st.color else QColor(th.family_color(fam))
             if st.opacity < 1.0:
                 color.setAlphaF(st.opacity)
             if st.outline:

@@ -7,6 +7,11 @@ through iterations, Esc clears, N/P next/previous search match.
 
 Rows have a fixed height in pixels; the y range follows the widget's height so resizing shows more
 rows instead of stretching them. The x axis is milliseconds since the job's aligned start.
+
+A *prediction* (:meth:`TimelineView.set_prediction`) adds the predicted ranks of a replay or an
+estimate as a second layer, drawn in one of :data:`OVERLAY_MODES`: a ghost outline on the measured
+tasks, a predicted row under every measured row, or the predicted ranks alone. Picking, selection
+and hover work on both layers (:attr:`Hit.layer`).
 """
 
 from __future__ import annotations
@@ -23,9 +28,19 @@ from PySide6.QtWidgets import QHBoxLayout, QScrollBar, QToolTip, QWidget
 from lumos_core.kernel_families import Family
 from lumos_core.trace import GPU_ACTIVITY_KINDS, Kind
 
+from .lane_data import RowTable
 from .lane_layout import LaneLayout, RowKind
 from .loaded_job import LoadedJob
-from .span_item import IterationMark, Layer, Marker, OverlayItem, TimelineItem, format_duration_ms
+from .overlay_data import PredictedOverlay, measured_marks
+from .span_item import (
+    IterationMark,
+    Layer,
+    LayerStyle,
+    Marker,
+    OverlayItem,
+    TimelineItem,
+    format_duration_ms,
+)
 from .theme import LIGHT, Theme
 
 ROW_PX = 20
@@ -34,13 +49,25 @@ _ZOOM_STEP = 0.8
 _PAN_STEP = 0.15
 _MIN_RANGE_MS = 1e-5  # 10 ns
 
+MEASURED, PREDICTED = 0, 1  # layer indices
+OVERLAY_MODES: dict[str, str] = {
+    "ghost": "Ghost: predicted outlined over measured",
+    "paired": "Paired: measured row, predicted row below",
+    "predicted": "Predicted ranks only",
+}
+# The ghost outline: one colour that stands out against every family colour in either theme.
+GHOST_COLOR = {"light": "#111827", "dark": "#F5F5F5"}
+PREDICTED_LABEL_COLOR = {"light": "#6D28D9", "dark": "#C4B5FD"}
+
 
 @dataclass(frozen=True)
 class Hit:
-    """A task on screen: rank index (into job.ranks) and event index (into that rank's table)."""
+    """A task on screen: rank index (into job.ranks), event index (into that rank's table) and
+    layer: 0 the measured rank, 1 the predicted rank drawn in its rows (same event indices)."""
 
     rank_index: int
     event: int
+    layer: int = MEASURED
 
 
 class TimelineViewBox(pg.ViewBox):
@@ -127,15 +154,19 @@ class LaneLabelAxis(pg.AxisItem):
             else:
                 indent = 14.0
                 label = row.label
-                if row.kind == RowKind.CPU_GROUP:
+                twin = layout.paired and row.layer == PREDICTED
+                if row.kind == RowKind.CPU_GROUP and not twin:
                     label = f"▸ {label}"
-                elif row.kind == RowKind.CPU and row.depth == 0:
+                elif row.kind == RowKind.CPU and row.depth == 0 and not twin:
                     label = f"▾ {label}"
                 box.setLeft(box.left() + indent)
                 text = fm.elidedText(label, Qt.TextElideMode.ElideRight, width - indent)
                 p.setFont(self._font)
                 muted = row.depth > 0 and row.kind == RowKind.GPU
-                p.setPen(QColor(self.theme.muted if muted else self.theme.foreground))
+                if twin:
+                    p.setPen(QColor(PREDICTED_LABEL_COLOR.get(self.theme.name, "#6D28D9")))
+                else:
+                    p.setPen(QColor(self.theme.muted if muted else self.theme.foreground))
             p.drawText(box, int(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter), text)
         edge = QPen(QColor(self.theme.grid))
         p.setPen(edge)
@@ -187,6 +218,10 @@ class TimelineView(QWidget):
         self._iteration_cursor = -1
         self._awaiting_first_paint = False
         self._syncing_scrollbar = False
+        self.prediction: PredictedOverlay | None = None
+        self.overlay_mode = "ghost"
+        self.show_measured_marks = True
+        self._match_masks: list[np.ndarray | None] = []
 
         self.view_box = TimelineViewBox(self)
         self.label_axis = LaneLabelAxis(theme)
@@ -231,6 +266,8 @@ class TimelineView(QWidget):
     # ------------------------------------------------------------------ data
     def set_job(self, loaded: LoadedJob | None) -> None:
         self.loaded = loaded
+        self.prediction = None
+        self._match_masks = []
         self.selected = None
         self.hover_hit = None
         self._inverse = {}
@@ -249,14 +286,7 @@ class TimelineView(QWidget):
         ranks = loaded.job.ranks
         self.layout_model = LaneLayout(ranks, loaded.tables)
         self.label_axis.layout_model = self.layout_model
-        marks = [[] for _ in ranks]
-        index = {t.rank: i for i, t in enumerate(ranks)}
-        for it in loaded.iterations:
-            if it.iteration == "whole trace":
-                continue
-            marks[index[it.rank]].append(
-                IterationMark(it.iteration, it.start_ns / 1e6, (it.start_ns + it.dur_ns) / 1e6)
-            )
+        marks = measured_marks(loaded)
         self.item.set_data([Layer("measured", ranks, loaded.tables)], self.layout_model, marks)
         self.overlay.set_extent(self.item.data_extent())
         self._iteration_spans = _job_iterations(marks)
@@ -269,6 +299,110 @@ class TimelineView(QWidget):
     @property
     def iteration_names(self) -> list[str]:
         return [m.name for m in self._iteration_spans]
+
+    # ------------------------------------------------------------------ prediction overlay
+    def set_prediction(self, prediction: PredictedOverlay | None, mode: str | None = None) -> None:
+        """Draw ``prediction`` (None: the measured job alone) in ``mode`` (one of OVERLAY_MODES;
+        None keeps the current one). Keeps the visible time range, rows and collapsed groups."""
+        if mode is not None:
+            if mode not in OVERLAY_MODES:
+                raise ValueError(f"unknown overlay mode {mode!r}")
+            self.overlay_mode = mode
+        self.prediction = prediction
+        if self.selected is not None and self.selected.layer == PREDICTED:
+            self.selected = None
+            self.selection_changed.emit(None)
+        self.hover_hit = None
+        self._apply_layers()
+
+    def set_overlay_mode(self, mode: str) -> None:
+        self.set_prediction(self.prediction, mode)
+
+    @property
+    def shown_mode(self) -> str:
+        """What is drawn now: "measured" without a prediction, else the overlay mode."""
+        return self.overlay_mode if self.prediction is not None else "measured"
+
+    def _apply_layers(self) -> None:
+        loaded = self.loaded
+        if loaded is None:
+            return
+        pred = self.prediction
+        mode = self.shown_mode
+        layers = [Layer("measured", loaded.job.ranks, loaded.tables)]
+        labels: list[str] | None = None
+        marks = measured_marks(loaded)
+        if pred is not None:
+            layers.append(Layer("predicted", pred.ranks, pred.tables, self._predicted_style(mode)))
+            if not pred.same_ranks or mode == "predicted":
+                # "rank 0 (= ranks 0, 8) · predicted"; with both layers the rows say which is which
+                labels = [
+                    (lab if mode == "predicted" else lab.replace(" · predicted", ""))
+                    if ok
+                    else f"rank {t.rank} · not in the predicted job"
+                    for lab, ok, t in zip(pred.labels, pred.present, loaded.job.ranks)
+                ]
+            if mode == "predicted" or not self.show_measured_marks:
+                marks = pred.iterations
+        old = self.layout_model
+        layout = LaneLayout(
+            loaded.job.ranks,
+            loaded.tables,
+            labels,
+            paired=mode == "paired",
+            only_layer=PREDICTED if mode == "predicted" else None,
+        )
+        if old is not None:
+            layout.collapsed_ranks = set(old.collapsed_ranks)
+            layout.expanded_cpu = set(old.expanded_cpu)
+            layout.rebuild()
+        top, _ = self.y_range()
+        x0, x1 = self.x_range()
+        self.layout_model = layout
+        self.label_axis.layout_model = layout
+        self.item.set_data(layers, layout, marks)
+        if self._match_masks:
+            self.item.set_match_masks(self._match_masks)
+        self._iteration_spans = _job_iterations(marks)
+        self.overlay.set_extent(self.item.data_extent())
+        self._update_scrollbar()
+        self.scroll_to_row(top)
+        self.view_box.setXRange(x0, x1, padding=0)
+        self._refresh_overlay()
+        self.label_axis.update()
+
+    def _predicted_style(self, mode: str) -> LayerStyle:
+        if mode == "ghost":
+            return LayerStyle(
+                y0=0.1, height=0.8, outline=True, labels=False, color=GHOST_COLOR.get(self.theme.name)
+            )
+        return LayerStyle()
+
+    def layer_rank(self, hit: Hit):  # type: ignore[no-untyped-def]
+        """The RankTrace a hit's event belongs to (measured, or predicted)."""
+        assert self.loaded is not None
+        if hit.layer == PREDICTED and self.prediction is not None:
+            return self.prediction.ranks[hit.rank_index]
+        return self.loaded.job.ranks[hit.rank_index]
+
+    def _layer_table(self, layer: int, rank_index: int) -> RowTable | None:
+        if layer == PREDICTED:
+            pred = self.prediction
+            if pred is None or not pred.present[rank_index]:
+                return None
+            return pred.tables[rank_index]
+        assert self.loaded is not None
+        return self.loaded.tables[rank_index]
+
+    def _layers_at(self, row_layer: int | None) -> list[int]:
+        """Layers to pick from in a row, the preferred first: in a ghost overlay the measured task
+        wins where both are under the cursor (its details then include the prediction), so the
+        ghost is picked where it differs from what was measured."""
+        if row_layer is not None:
+            return [row_layer]
+        if self.prediction is not None and self.overlay_mode == "ghost":
+            return [MEASURED, PREDICTED]
+        return [MEASURED]
 
     # ------------------------------------------------------------------ navigation
     def x_range(self) -> tuple[float, float]:
@@ -450,32 +584,36 @@ class TimelineView(QWidget):
             return None
         x0, x1 = self.x_range()
         tol = tolerance_px * (x1 - x0) / max(self.view_box.width(), 1.0)
-        table = loaded.tables[row.rank_index]
-        best: tuple[float, int] | None = None
-        for src in row.sources:
-            ti = table.row_of.get(src)
-            if ti is None:
+        best: tuple[float, int, int] | None = None  # distance, event, layer
+        for layer in self._layers_at(row.layer):
+            table = self._layer_table(layer, row.rank_index)
+            if table is None:
                 continue
-            j = table.find(ti, x, tol)
-            if j >= 0:
-                s, e = table.start[j], table.end[j]
-                d = 0.0 if s <= x <= e else min(abs(x - s), abs(x - e))
-                if best is None or d < best[0]:
-                    best = (d, j)
+            for src in row.sources:
+                ti = table.row_of.get(src)
+                if ti is None:
+                    continue
+                j = table.find(ti, x, tol)
+                if j >= 0:
+                    s, e = table.start[j], table.end[j]
+                    d = 0.0 if s <= x <= e else min(abs(x - s), abs(x - e))
+                    if best is None or d < best[0]:
+                        best = (d, int(table.event[j]), layer)
         if best is None:
             return None
-        return Hit(row.rank_index, int(table.event[best[1]]))
+        return Hit(row.rank_index, best[1], best[2])
 
     def event_span_ms(self, hit: Hit) -> tuple[float, float]:
-        assert self.loaded is not None
-        t = self.loaded.job.ranks[hit.rank_index]
+        t = self.layer_rank(hit)
         s = float(t.start[hit.event]) / 1e6
         return s, s + float(t.dur[hit.event]) / 1e6
 
     def row_of_event(self, hit: Hit) -> int:
-        assert self.loaded is not None and self.layout_model is not None
-        t = self.loaded.job.ranks[hit.rank_index]
-        return self.layout_model.row_showing(hit.rank_index, int(t.lane[hit.event]), int(t.depth[hit.event]))
+        assert self.layout_model is not None
+        t = self.layer_rank(hit)
+        return self.layout_model.row_showing(
+            hit.rank_index, int(t.lane[hit.event]), int(t.depth[hit.event]), hit.layer
+        )
 
     def select(self, hit: Hit | None, reveal: bool = False) -> None:
         self.selected = hit
@@ -493,8 +631,7 @@ class TimelineView(QWidget):
 
     def launch_of(self, hit: Hit) -> int:
         """The runtime call that launched a GPU activity (-1 if none or not a GPU activity)."""
-        assert self.loaded is not None
-        t = self.loaded.job.ranks[hit.rank_index]
+        t = self.layer_rank(hit)
         if int(t.kind[hit.event]) in {int(k) for k in GPU_ACTIVITY_KINDS}:
             return int(t.launch[hit.event])
         return -1
@@ -507,16 +644,16 @@ class TimelineView(QWidget):
             s, e = self.event_span_ms(hit)
             row = self.row_of_event(hit)
             self.overlay.selection = Marker(s, e, row)
-            t = self.loaded.job.ranks[hit.rank_index]
+            t = self.layer_rank(hit)
             launch = self.launch_of(hit)
             if launch >= 0:
-                src = Hit(hit.rank_index, launch)
+                src = Hit(hit.rank_index, launch, hit.layer)
                 ls, _ = self.event_span_ms(src)
                 self.overlay.arrow = (QPointF(ls, self.row_of_event(src) + 0.5), QPointF(s, row + 0.5))
             elif int(t.kind[hit.event]) == Kind.RUNTIME:
                 launched = np.flatnonzero(t.launch == hit.event)
                 if len(launched):
-                    dst = Hit(hit.rank_index, int(launched[0]))
+                    dst = Hit(hit.rank_index, int(launched[0]), hit.layer)
                     ds, _ = self.event_span_ms(dst)
                     self.overlay.arrow = (QPointF(s, row + 0.5), QPointF(ds, self.row_of_event(dst) + 0.5))
         self.overlay.update()
@@ -524,7 +661,7 @@ class TimelineView(QWidget):
     def describe(self, hit: Hit) -> str:
         """One-line hover text: name, duration, lane, rank."""
         assert self.loaded is not None
-        t = self.loaded.job.ranks[hit.rank_index]
+        t = self.layer_rank(hit)
         name = t.name_of(hit.event)
         if len(name) > 120:
             name = name[:117] + "…"
@@ -532,6 +669,13 @@ class TimelineView(QWidget):
         lane = t.lanes[int(t.lane[hit.event])].label
         fam = Family(int(self.loaded.families[hit.rank_index][hit.event])).label
         start = float(t.start[hit.event]) / 1e6
+        if hit.layer == PREDICTED:
+            m = self.loaded.job.ranks[hit.rank_index]
+            was = format_duration_ms(float(m.dur[hit.event]) / 1e6)
+            return (
+                f"predicted: {name}\n{dur} (measured {was}) · {fam} · rank {t.rank} · {lane}\n"
+                f"starts at {start:.6f} ms (measured {float(m.start[hit.event]) / 1e6:.6f} ms)"
+            )
         return f"{name}\n{dur} · {fam} · rank {t.rank} · {lane}\nstarts at {start:.6f} ms"
 
     # ------------------------------------------------------------------ search
@@ -541,6 +685,7 @@ class TimelineView(QWidget):
         self.match_index = -1
         if loaded is None or not text.strip():
             self.matches = (np.zeros(0, np.int64), np.zeros(0, np.int64))
+            self._match_masks = []
             self.item.set_match_masks([None] * (len(loaded.tables) if loaded else 0))
             return 0
         needle = text.strip().lower()
@@ -557,6 +702,7 @@ class TimelineView(QWidget):
             ranks_l.append(np.full(len(ev), ri, np.int64))
             events_l.append(ev)
             starts_l.append(t.start[ev])
+        self._match_masks = masks
         self.item.set_match_masks(masks)
         if not events_l:
             self.matches = (np.zeros(0, np.int64), np.zeros(0, np.int64))
@@ -587,6 +733,8 @@ class TimelineView(QWidget):
         self.theme = theme
         self.canvas.setBackground(QColor(theme.background))
         self.item.set_theme(theme)
+        if self.prediction is not None and len(self.item.layers) > 1:
+            self.item.layers[PREDICTED].style = self._predicted_style(self.overlay_mode)
         self.overlay.theme = theme
         self.label_axis.theme = theme
         for ax in (self.time_axis,):

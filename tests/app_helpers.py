@@ -35,13 +35,15 @@ def close_window(w: MainWindow) -> None:
 
 
 def wait_loaded(w: MainWindow, timeout_s: float = 90.0) -> None:
-    """Process events until the window's current load finished (module fixtures have no qtbot)."""
+    """Process events until the window's current load and the what-if runs it started (the
+    baseline replay) finished (module fixtures have no qtbot)."""
     end = time.monotonic() + timeout_s
-    while w.is_loading and time.monotonic() < end:
+    while (w.is_loading or w.workbench.runner.busy) and time.monotonic() < end:
         QApplication.processEvents()
         time.sleep(0.005)
     QApplication.processEvents()
     assert not w.is_loading, "load did not finish in time"
+    assert not w.workbench.runner.busy, "the what-if runs did not finish in time"
 
 
 def open_in_window(qapp, path: str | Path) -> MainWindow:  # type: ignore[no-untyped-def]
