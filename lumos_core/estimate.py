@@ -168,6 +168,7 @@ def estimate(
         config.pp != base.pp
         or config.microbatches != base.microbatches
         or (config.layers is not None and config.layers != base.layers)
+        or (base.dp == 1 and config.dp > 1 and not _has_collectives(job))
     )
     model = comm_model_from_trace(job, graph, get_gpu(base.gpu))
     timeline, why, old_dur = [], {}, {}
@@ -230,6 +231,10 @@ def estimate(
         seconds=time.perf_counter() - t0,
         notes=notes,
     )
+
+
+def _has_collectives(job: Job) -> bool:
+    return any(len(t.collectives) for t in job.ranks)
 
 
 def _lags(graph: ExecutionGraph, plan: RetimePlan) -> np.ndarray | None:

@@ -35,6 +35,8 @@ _P2P_LAUNCH_NS = 20_000  # CPU cost of issuing a send/recv (Megatron's p2p call)
 _PP_STREAM = 9001  # stream id of the synthetic pipeline send/recv stream
 _HANDOFF_NS = 10_000  # one thread resuming after another (Python -> autograd engine and back)
 _LAST_CPU = -1  # key of the program's latest CPU node in the per-processor "last" map
+_GLOO_LATENCY = 100e-6  # s per gloo all-reduce over loopback TCP
+_GLOO_BANDWIDTH = 1.5e9  # B/s a gloo ring sustains on one host (loopback, CPU-driven)
 
 
 @dataclass
@@ -143,6 +145,21 @@ def build_rewritten(
 
     b = Builder()
     gpu = get_gpu(config.gpu)
+    cpu_only = not any((t.kind == 4).any() for t in by_rank.values())
+    h, f = base.hidden, base.ffn
+    layer_params = float(4 * h * h + 2 * h * f) if h and f else 1.0
+    vocab = baseline.fields["vocab"].value if "vocab" in baseline.fields else None
+    nonlayer_params = float(2 * vocab * h) if vocab and h else 0.0
+    # A trace without data parallelism has no gradient synchronisation to copy: add one all-reduce
+    # of the gradients per iteration (fp32 on CPU, bf16 on GPU).
+    grad_sync_bytes = 0.0
+    if base.dp == 1 and config.dp > 1 and not dp_nodes:
+        if not (h and f):
+            raise ConfigError(
+                "adding data parallelism to a trace without it needs the model size to size the "
+                "gradient all-reduce: give --baseline-hidden and --baseline-ffn"
+            )
+        grad_sync_bytes = (L1 * layer_params + nonlayer_params) * (4 if cpu_only else 2)
     act_bytes = _activation_bytes(base, config)
     inter = config.tp * config.dp >= gpu.gpus_per_node
     p2p_ns = int(costs.collective_time(CollectiveKind.SEND, act_bytes, 2, gpu, inter_node=inter) * 1e9)
@@ -180,7 +197,23 @@ def build_rewritten(
         iterations[nr] = []
         for it in range(n_iter):
             iterations[nr].append(len(instance_info))
-            for item in _program(s, P1, M1, config.schedule, layer_ids, src_layers, lps0, P0, m_src, home):
+            src_stage_layers = lps0
+            step_scale = (len(layer_ids) * layer_params + nonlayer_params / P1) / (
+                src_stage_layers * layer_params + nonlayer_params / P0
+            )
+            sync = (
+                grad_sync_bytes
+                * (len(layer_ids) * layer_params + nonlayer_params / P1)
+                / max(L1 * layer_params + nonlayer_params, 1)
+            )
+            for item in _program(
+                s, P1, M1, config.schedule, layer_ids, src_layers, lps0, P0, m_src, home, step_scale, sync
+            ):
+                if item[0] == "grad_sync":
+                    _emit_grad_sync(
+                        b, nr, main_proc, lane_of(-2, -2), compute_proc, item[1], config, cpu_only, last
+                    )
+                    continue
                 if item[0] == "p2p":
                     arrives = _emit_p2p_group(
                         b,
@@ -216,6 +249,7 @@ def build_rewritten(
                     tpl_of,
                     dp_nodes if drop_dp else None,
                     scale,
+                    cpu_only,
                 )
                 emitted[key] = inst
     for ends in pairs.values():
@@ -264,6 +298,8 @@ def _program(
     P0: int,
     m_src: dict[int, int],
     home: int,
+    step_scale: float = 1.0,
+    grad_sync_bytes: float = 0.0,
 ) -> list[tuple]:
     """Items of one iteration of stage ``s``: ((source key), drop_dp, scale) or ("p2p", ...)."""
     items: list[tuple] = [((home, Phase.PROLOGUE, -1, -1), False, 1.0)]
@@ -292,7 +328,9 @@ def _program(
             if s == 0:
                 items.append(((first_src, Phase.POST_B, -1, src_mb(first_src, last_mb)), not last_mb, 1.0))
     # The optimizer works on the parameters the stage holds.
-    items.append(((home, Phase.STEP, -1, -1), False, len(src_layers) / max(lps0, 1)))
+    if grad_sync_bytes:
+        items.append(("grad_sync", grad_sync_bytes))
+    items.append(((home, Phase.STEP, -1, -1), False, step_scale))
     return items
 
 
@@ -432,6 +470,7 @@ def _emit(
     tpl_of: dict[int, Key],
     drop: set[int] | None,
     scale: float,
+    cpu_only: bool = False,
 ) -> dict[int, int]:
     """Copy a template: its nodes, internal dependencies and measured lags; chain it after what each
     processor ran last; reconnect dependencies on other templates to their latest copies."""
@@ -443,7 +482,11 @@ def _emit(
         typ = int(graph.node_type[v])
         rank, lane = graph.procs[int(graph.proc[v])]
         d = int(graph.dur[v])
-        if scale != 1.0 and typ == NodeType.GPU and graph.arrive_of[v] < 0:
+        if (
+            scale != 1.0
+            and graph.arrive_of[v] < 0
+            and (typ == NodeType.GPU or (cpu_only and typ == NodeType.CPU))
+        ):
             d = int(round(d * scale))
         copy[v] = b.add(tpl.rank, int(graph.event[v]), nr, typ, lane_of(rank, lane), d, inst)
         if graph.arrive_of[v] >= 0 and int(graph.arrive_of[v]) in copy:
@@ -471,6 +514,8 @@ def _emit(
                 continue
             same_proc = kind in (EdgeKind.CPU_THREAD, EdgeKind.STREAM) and graph.proc[u] == graph.proc[v]
             if u in copy:
+                if cpu_only and scale != 1.0 and kind == EdgeKind.CPU_THREAD:
+                    lag = int(round(lag * scale))  # CPU-only: operators work between their children
                 b.sp.append((copy[u], nv, lag, fe, kind))
                 chained |= same_proc
             elif not same_proc:
@@ -561,6 +606,43 @@ def _emit_p2p_group(
         for xfer in xfers:
             b.ep.append((xfer, wait, 2_000, True, int(EdgeKind.SYNC)))
     return arrives
+
+
+def _emit_grad_sync(
+    b: Builder,
+    nr: int,
+    cpu_proc: int,
+    gpu_proc: int,
+    compute_proc: int,
+    nbytes: float,
+    config: JobConfig,
+    cpu_only: bool,
+    last: dict,
+) -> None:
+    """The gradient all-reduce a data-parallel job adds after its last backward (DDP waits for it
+    before the optimizer step). On GPU: NCCL on its own stream, alpha-beta on NVLink or the network;
+    on CPU: gloo over TCP, which the CPU itself drives."""
+    n = config.dp
+    if cpu_only:
+        seconds = _GLOO_LATENCY + nbytes * 2 * (n - 1) / n / _GLOO_BANDWIDTH
+        cpu = b.add(-1, -1, nr, NodeType.CPU, cpu_proc, int(seconds * 1e9), -1, "allreduce")
+        _chain(b, cpu, 0, last)
+        last[_LAST_CPU] = cpu
+        return
+    gpu = get_gpu(config.gpu)
+    inter = n * config.tp * config.pp > gpu.gpus_per_node
+    seconds = costs.collective_time(CollectiveKind.ALL_REDUCE, nbytes, n, gpu, inter_node=inter)
+    cpu = b.add(-1, -1, nr, NodeType.CPU, cpu_proc, _P2P_LAUNCH_NS, -1, "allreduce")
+    _chain(b, cpu, 0, last)
+    xfer = b.add(-1, -1, nr, NodeType.GPU, gpu_proc, int(seconds * 1e9), -1, "allreduce")
+    b.sp.append((cpu, xfer, 1_000, True, int(EdgeKind.LAUNCH)))
+    if compute_proc in last:  # it reduces the gradients the compute stream produced
+        b.sp.append((last[compute_proc], xfer, 0, True, int(EdgeKind.EVENT_WAIT)))
+    _chain(b, xfer, 0, last)
+    wait = b.add(-1, -1, nr, NodeType.CPU, cpu_proc, 2_000, -1, "wait")
+    _chain(b, wait, 0, last)
+    b.ep.append((xfer, wait, 2_000, True, int(EdgeKind.SYNC)))
+    last[_LAST_CPU] = wait
 
 
 def _join(b: Builder, arrives: list[int]) -> None:

@@ -177,6 +177,20 @@ def _make_lanes(sources: list[tuple[int, int]], by_rank: dict[int, RankTrace]) -
     lanes = []
     device = 0
     for i, (r, lane) in enumerate(sources):
+        if r == -2:  # the gradient all-reduce stream the rewrite adds
+            lanes.append(
+                Lane(
+                    index=i,
+                    is_gpu=True,
+                    pid=device,
+                    tid=_PP_STREAM + 1,
+                    name=f"stream {_PP_STREAM + 1}",
+                    role=LaneRole.COMMUNICATION,
+                    device=device,
+                    stream=_PP_STREAM + 1,
+                )
+            )
+            continue
         if r < 0:
             lanes.append(
                 Lane(
@@ -213,6 +227,29 @@ def _add_p2p(
     rows: _Rows, what: str, node_type: int, lane: int, start: int, dur: int, corr: int, node: int
 ) -> None:
     op = what.split("+")[0]
+    if op == "allreduce":
+        if node_type == NodeType.CPU:
+            rows.add(int(Kind.CPU_OP), "cpu_op", "c10d::allreduce_", lane, start, dur, -1, -1, (0, 0), node)
+        else:
+            args = rows.own_args({"Collective name": "allreduce", "dtype": "BFloat16", "lumos_created": True})
+            rows.add(
+                int(Kind.KERNEL),
+                "kernel",
+                "ncclDevKernel_AllReduce_Sum_bf16_RING_LL",
+                lane,
+                start,
+                dur,
+                corr,
+                -1,
+                args,
+                node,
+            )
+        return
+    if op == "wait":
+        rows.add(
+            int(Kind.RUNTIME), "cuda_runtime", "cudaStreamSynchronize", lane, start, dur, -1, -1, (0, 0), node
+        )
+        return
     if node_type == NodeType.CPU:
         rows.add(int(Kind.CPU_OP), "cpu_op", f"nccl:{op}", lane, start, dur, -1, -1, (0, 0), node)
         rows.add(
