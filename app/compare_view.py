@@ -9,6 +9,7 @@ start together.
 
 from __future__ import annotations
 
+import html
 import math
 
 from PySide6.QtCore import Qt, Signal
@@ -174,7 +175,7 @@ class CompareView(QWidget):
         self._refill_combos()
         if self.a is not None and self.b is not None:
             if self.a.id in self.scenarios and self.b.id in self.scenarios:
-                self.show_pair(self.a.id, self.b.id)
+                self._update_titles()  # a rename; the timelines stay as they are
             else:
                 self.a = self.b = None
                 self._show_empty(True)
@@ -197,15 +198,13 @@ class CompareView(QWidget):
         x_range = self.pane_a.timeline.x_range() if keep_x else None
         self.a, self.b = a, b
         self._refill_combos()
-        for pane, s, side in ((self.pane_a, a, "A"), (self.pane_b, b, "B")):
+        for pane, s in ((self.pane_a, a), (self.pane_b, b)):
             view = pane.timeline
             if view.loaded is not self.loaded:
                 view.set_job(self.loaded)
+            view.show_reference = False  # rebuilt ranks alone: the other side is the reference
             view.set_prediction(s.overlay, "predicted")
-            pane.title.setText(
-                f"<b>{side}: {s.name}</b> — {s.summary.iteration_us / 1000:.3f} ms per iteration, "
-                f"{s.summary.world_size} GPUs"
-            )
+        self._update_titles()
         self.rows = compare(a.summary, b.summary)
         self.deltas.set_rows(self.rows)
         self._show_empty(False)
@@ -213,6 +212,14 @@ class CompareView(QWidget):
             self.pane_a.timeline.zoom_to(*x_range)
         self._sync_from(self.pane_a.timeline)
         self.pair_changed.emit(a.id, b.id)
+
+    def _update_titles(self) -> None:
+        for pane, s, side in ((self.pane_a, self.a, "A"), (self.pane_b, self.b, "B")):
+            if s is not None:
+                pane.title.setText(
+                    f"<b>{side}: {html.escape(s.name)}</b> — {s.summary.iteration_us / 1000:.3f} ms per "
+                    f"iteration, {s.summary.world_size} GPUs"
+                )
 
     def swap(self) -> None:
         if self.a is not None and self.b is not None:

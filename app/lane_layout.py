@@ -50,9 +50,12 @@ class LaneLayout:
         rank_labels: list[str] | None = None,
         paired: bool = False,
         only_layer: int | None = None,
+        order: list[int] | None = None,
     ) -> None:
         self.ranks = ranks
         self.tables = tables
+        # rank indices in display order (default: all, in index order); ranks left out get no rows
+        self.order = order
         self.rank_labels = rank_labels  # header text per rank index (default: "rank N · device")
         self.paired = paired  # every row of layer 0 is followed by a twin of layer 1
         self.only_layer = only_layer  # every row draws this layer only (when not paired)
@@ -61,7 +64,7 @@ class LaneLayout:
         self.rows: list[Row] = []
         self.group_bounds: list[tuple[int, int]] = []  # per rank index: [first row, end row)
         self.version = 0
-        self._lane_rows: dict[tuple[int, int, int], int] = {}
+        self._lane_rows: dict[tuple[int, int, int, int], int] = {}
         self.rebuild()
 
     def __len__(self) -> int:
@@ -69,7 +72,7 @@ class LaneLayout:
 
     def rebuild(self) -> None:
         rows: list[Row] = []
-        bounds: list[tuple[int, int]] = []
+        bounds: list[tuple[int, int]] = [(0, 0)] * len(self.ranks)  # by rank index
         default_layer = None if self.paired else self.only_layer
 
         def add(row: Row) -> None:
@@ -81,7 +84,8 @@ class LaneLayout:
                     Row(kind, row.rank_index, row.lane, row.depth, "↳ predicted", list(row.sources), 1)
                 )
 
-        for ri, (rank, table) in enumerate(zip(self.ranks, self.tables)):
+        for ri in self.order if self.order is not None else range(len(self.ranks)):
+            rank, table = self.ranks[ri], self.tables[ri]
             first = len(rows)
             gpu, cpu = _ordered_lanes(rank, table)
             label = self.rank_labels[ri] if self.rank_labels else _rank_label(rank)
@@ -94,7 +98,7 @@ class LaneLayout:
                         sources=[(ln, d) for ln in gpu for d in range(table.depths.get(ln, 0))],
                     )
                 )
-                bounds.append((first, len(rows)))
+                bounds[ri] = (first, len(rows))
                 continue
             rows.append(Row(RowKind.RANK, ri, label=label, layer=default_layer))
             for ln in gpu:
@@ -119,7 +123,7 @@ class LaneLayout:
                             sources=[(ln, 0) for ln in cpu],
                         )
                     )
-            bounds.append((first, len(rows)))
+            bounds[ri] = (first, len(rows))
         self.rows = rows
         self.group_bounds = bounds
         self._lane_rows = {}

@@ -3,7 +3,8 @@
 ``--screenshot`` renders the window offscreen once loading has finished and the timeline has been
 painted, saves it and exits (0 on success, 1 if the job could not be loaded) — for docs, CI and bug
 reports. It works without a display: with no ``DISPLAY``/``WAYLAND_DISPLAY`` the offscreen Qt
-platform is chosen automatically.
+platform is chosen automatically. With ``--estimate``/``--replay``/``--session``
+(:mod:`app.what_if_cli`) it waits until every queued run has finished and its overlay is drawn.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import argparse
 import os
 import sys
 from pathlib import Path
+
+from . import what_if_cli
 
 NAVIGATION_HELP = (
     "in the window: wheel zooms at the cursor, drag pans, Shift+drag measures, W/A/S/D like Perfetto,\n"
@@ -61,6 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="after loading, zoom to the N-th profiled iteration (1 = first)",
     )
     parser.add_argument("--timings", action="store_true", help="print load and first-paint times to stderr")
+    what_if_cli.add_arguments(parser)
     return parser
 
 
@@ -85,6 +89,11 @@ def run_app(args: list[str]) -> int:
     if ns.path and ns.demo:
         print("lumos: give a PATH or --demo, not both", file=sys.stderr)
         return 2
+    problem = what_if_cli.check(ns)
+    if problem:
+        print(f"lumos: {problem}", file=sys.stderr)
+        return 2
+    what_if = what_if_cli.wants_what_if(ns)
     if ns.screenshot and sys.platform.startswith("linux"):
         if not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
             os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
@@ -132,7 +141,24 @@ def run_app(args: list[str]) -> int:
         def on_painted(_seconds: float) -> None:
             QTimer.singleShot(80, save_and_quit)
 
-        window.first_painted.connect(on_painted)
+        def on_what_if_done() -> None:
+            # every queued replay/estimate has finished and the last is drawn (what_if_cli)
+            if window.workbench.last_error:
+                print(f"lumos: {window.workbench.last_error}", file=sys.stderr)
+                outcome["code"] = 1
+            QTimer.singleShot(150, save_and_quit)
+
+        def on_loaded_without_runs(_lj: object) -> None:
+            if not window.workbench.runner.busy:  # no baseline to run what-ifs from
+                print(f"lumos: {window.workbench.runner.baseline_error or 'nothing to run'}", file=sys.stderr)
+                outcome["code"] = 1
+                QTimer.singleShot(150, save_and_quit)
+
+        if what_if:
+            window.workbench.idle.connect(on_what_if_done)
+            window.job_loaded.connect(on_loaded_without_runs)
+        else:
+            window.first_painted.connect(on_painted)
         window.load_failed.connect(on_failed)
         window.load_cancelled.connect(on_failed)
 
@@ -147,9 +173,16 @@ def run_app(args: list[str]) -> int:
     if ns.iteration is not None:
         k = ns.iteration - 1
         window.job_loaded.connect(lambda _lj: window.timeline.zoom_to_iteration(k))
+    if what_if:
+        what_if_cli.install(window, ns, what_if_cli.parse_estimates(ns))
 
     window.show()
-    if ns.demo:
+    if ns.session:
+        if not window.workbench.open_session(ns.session) and ns.screenshot:
+            print(f"lumos: {window.last_error}", file=sys.stderr)
+            outcome["code"] = 1
+            QTimer.singleShot(100, save_and_quit)
+    elif ns.demo:
         if window.open_demo() < 0 and ns.screenshot:
             print(f"lumos: {window.last_error}", file=sys.stderr)
             outcome["code"] = 1

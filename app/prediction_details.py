@@ -65,3 +65,29 @@ def describe_with_prediction(
     rows, why = prediction_rows(loaded, scenario, rank_index, event)
     d.sections.insert(0, (f"Predicted ({scenario.name})", rows + [(f"why: {k.lower()}", v) for k, v in why]))
     return d
+
+
+def describe_rebuilt(scenario: Scenario, index: int, event: int) -> EventDetails:
+    """A task of a predicted rank the estimator built anew (no measured counterpart of its own)."""
+    from lumos_core.kernel_families import Family
+
+    from .overlay_data import stands_for_text
+
+    p = scenario.overlay.ranks[index]
+    fam = Family(int(scenario.overlay.families[index][event]))
+    s, dur = int(p.start[event]), int(p.dur[event])
+    fields = [
+        ("Scenario", scenario.name),
+        ("Kind", f"{fam.label} ({p.strings[int(p.cat[event])]})" if int(p.cat[event]) >= 0 else fam.label),
+        ("Predicted rank", stands_for_text(p.rank, scenario.summary.stands_for(p.rank))),
+        ("Stream" if p.lanes[int(p.lane[event])].is_gpu else "Thread", p.lanes[int(p.lane[event])].label),
+        ("Predicted start", f"{s / 1e6:.6f} ms"),
+        ("Predicted end", f"{(s + dur) / 1e6:.6f} ms"),
+        ("Predicted duration", format_duration_ms(dur / 1e6)),
+    ]
+    d = EventDetails(f"[predicted] {p.name_of(event)}", fields, args=p.args_of(event))
+    d.sections.append(("Why", explain_task(scenario.result, p.rank, event)))
+    launch = int(p.launch[event]) if event < len(p.launch) else -1
+    if launch >= 0:
+        d.sections.append(("Launched by", [("Launch call", p.name_of(launch))]))
+    return d

@@ -241,7 +241,8 @@ class TimelineItem(pg.GraphicsObject):
                         self._collect_labels(
                             labels, fm, rank, table, sp, lo, hi, sx, ox, y, hh, x_left, x_right
                         )
-                    if li == 0 and self.match_masks and self.match_masks[row.rank_index] is not None:
+                    masks = self.match_masks
+                    if li == 0 and row.rank_index < len(masks) and masks[row.rank_index] is not None:
                         self._collect_highlights(
                             highlight_parts,
                             table,
@@ -276,12 +277,14 @@ class TimelineItem(pg.GraphicsObject):
         # rank groups: alternate background, header band, separators, iteration boundaries
         band_colors: list[tuple[str, np.ndarray]] = []
         group_rects, lines, seps, header_texts = [], [], [], []
+        shown = layout.order if layout.order is not None else range(len(layout.group_bounds))
+        place = {ri: k for k, ri in enumerate(shown)}  # alternate by position on screen
         for ri, (first, end) in enumerate(layout.group_bounds):
-            if end <= r0 or first >= r1:
+            if end <= r0 or first >= r1 or ri not in place:
                 continue
             gy0 = first * sy + oy
             gy1 = end * sy + oy
-            if ri % 2 == 1:
+            if place[ri] % 2 == 1:
                 group_rects.append((x_left, gy0, width_dev, gy1 - gy0))
             seps.append((x_left, gy0, x_right, gy0))
             marks = self.iterations[ri] if ri < len(self.iterations) else []

@@ -26,9 +26,9 @@ from PySide6.QtGui import QColor, QCursor, QFont, QFontMetricsF, QKeyEvent, QPai
 from PySide6.QtWidgets import QHBoxLayout, QScrollBar, QToolTip, QWidget
 
 from lumos_core.kernel_families import Family
-from lumos_core.trace import GPU_ACTIVITY_KINDS, Kind
+from lumos_core.trace import GPU_ACTIVITY_KINDS, Kind, RankTrace
 
-from .lane_data import RowTable
+from .lane_data import RowTable, empty_table
 from .lane_layout import LaneLayout, RowKind
 from .loaded_job import LoadedJob
 from .overlay_data import PredictedOverlay, measured_marks
@@ -221,6 +221,7 @@ class TimelineView(QWidget):
         self.prediction: PredictedOverlay | None = None
         self.overlay_mode = "ghost"
         self.show_measured_marks = True
+        self.show_reference = True  # measured ranks below predicted ranks built anew
         self._match_masks: list[np.ndarray | None] = []
 
         self.view_box = TimelineViewBox(self)
@@ -320,8 +321,15 @@ class TimelineView(QWidget):
 
     @property
     def shown_mode(self) -> str:
-        """What is drawn now: "measured" without a prediction, else the overlay mode."""
-        return self.overlay_mode if self.prediction is not None else "measured"
+        """What is drawn now: "measured" without a prediction, "separate" for predicted ranks
+        that are not the traced ones (they get their own rows), else the overlay mode."""
+        if self.prediction is None:
+            return "measured"
+        return "separate" if self.prediction.separate else self.overlay_mode
+
+    @property
+    def n_measured(self) -> int:
+        return len(self.loaded.job.ranks) if self.loaded is not None else 0
 
     def _apply_layers(self) -> None:
         loaded = self.loaded
@@ -329,6 +337,9 @@ class TimelineView(QWidget):
             return
         pred = self.prediction
         mode = self.shown_mode
+        if pred is not None and pred.separate:
+            self._apply_separate(loaded, pred)
+            return
         layers = [Layer("measured", loaded.job.ranks, loaded.tables)]
         labels: list[str] | None = None
         marks = measured_marks(loaded)
@@ -352,12 +363,40 @@ class TimelineView(QWidget):
             paired=mode == "paired",
             only_layer=PREDICTED if mode == "predicted" else None,
         )
-        if old is not None:
+        if old is not None and len(old.ranks) == len(layout.ranks):
             layout.collapsed_ranks = set(old.collapsed_ranks)
             layout.expanded_cpu = set(old.expanded_cpu)
             layout.rebuild()
+        self._install(layers, layout, marks)
+
+    def _apply_separate(self, loaded: LoadedJob, pred: PredictedOverlay) -> None:
+        """Predicted ranks built anew (own events and lanes): their own rank groups first, then the
+        measured ranks, collapsed, for reference (unless ``show_reference`` is off). Rank indices:
+        the measured ranks keep 0..N-1, the predicted ones follow (N + k)."""
+        n, m = len(loaded.job.ranks), len(pred.ranks)
+        ranks = [*loaded.job.ranks, *pred.ranks]
+        blank = empty_table()
+        layers = [
+            Layer("measured", ranks, [*loaded.tables, *([blank] * m)]),
+            Layer("predicted", ranks, [*([blank] * n), *pred.tables]),
+        ]
+        labels = [f"measured rank {t.rank} · for reference" for t in loaded.job.ranks] + list(pred.labels)
+        order = list(range(n, n + m)) + (list(range(n)) if self.show_reference else [])
+        layout = LaneLayout(ranks, [*loaded.tables, *pred.tables], labels, order=order)
+        old = self.layout_model
+        if old is not None and len(old.ranks) == len(ranks) and old.order == order:
+            layout.collapsed_ranks = set(old.collapsed_ranks)
+            layout.expanded_cpu = set(old.expanded_cpu)
+        else:
+            layout.collapsed_ranks = set(range(n))  # the reference stays out of the way
+        layout.rebuild()
+        self._install(layers, layout, [*measured_marks(loaded), *pred.iterations])
+
+    def _install(self, layers: list[Layer], layout: LaneLayout, marks: list[list[IterationMark]]) -> None:
         top, _ = self.y_range()
         x0, x1 = self.x_range()
+        lo, hi = self.full_range()
+        whole = x0 <= lo + 1e-9 and x1 >= hi - 1e-9  # showing everything: keep showing everything
         self.layout_model = layout
         self.label_axis.layout_model = layout
         self.item.set_data(layers, layout, marks)
@@ -367,7 +406,11 @@ class TimelineView(QWidget):
         self.overlay.set_extent(self.item.data_extent())
         self._update_scrollbar()
         self.scroll_to_row(top)
-        self.view_box.setXRange(x0, x1, padding=0)
+        if whole:
+            lo, hi = self.full_range()
+            self.zoom_to(lo, hi, pad=0.01)
+        else:
+            self.view_box.setXRange(x0, x1, padding=0)
         self._refresh_overlay()
         self.label_axis.update()
 
@@ -378,21 +421,36 @@ class TimelineView(QWidget):
             )
         return LayerStyle()
 
-    def layer_rank(self, hit: Hit):  # type: ignore[no-untyped-def]
+    def predicted_index(self, hit: Hit) -> int:
+        """Index of a predicted hit's rank in the prediction's lists."""
+        pred = self.prediction
+        return hit.rank_index - self.n_measured if pred is not None and pred.separate else hit.rank_index
+
+    def layer_rank(self, hit: Hit) -> RankTrace:
         """The RankTrace a hit's event belongs to (measured, or predicted)."""
         assert self.loaded is not None
         if hit.layer == PREDICTED and self.prediction is not None:
-            return self.prediction.ranks[hit.rank_index]
+            return self.prediction.ranks[self.predicted_index(hit)]
         return self.loaded.job.ranks[hit.rank_index]
 
-    def _layer_table(self, layer: int, rank_index: int) -> RowTable | None:
-        if layer == PREDICTED:
-            pred = self.prediction
-            if pred is None or not pred.present[rank_index]:
-                return None
-            return pred.tables[rank_index]
+    def _families(self, hit: Hit) -> np.ndarray:
         assert self.loaded is not None
-        return self.loaded.tables[rank_index]
+        if hit.layer == PREDICTED and self.prediction is not None:
+            return self.prediction.families[self.predicted_index(hit)]
+        return self.loaded.families[hit.rank_index]
+
+    def _layer_table(self, layer: int, rank_index: int) -> RowTable | None:
+        pred = self.prediction
+        n = self.n_measured
+        if layer == PREDICTED:
+            if pred is None:
+                return None
+            k = rank_index - n if pred.separate else rank_index
+            if not 0 <= k < len(pred.tables) or not pred.present[k]:
+                return None
+            return pred.tables[k]
+        assert self.loaded is not None
+        return self.loaded.tables[rank_index] if rank_index < n else None
 
     def _layers_at(self, row_layer: int | None) -> list[int]:
         """Layers to pick from in a row, the preferred first: in a ghost overlay the measured task
@@ -400,7 +458,7 @@ class TimelineView(QWidget):
         ghost is picked where it differs from what was measured."""
         if row_layer is not None:
             return [row_layer]
-        if self.prediction is not None and self.overlay_mode == "ghost":
+        if self.prediction is not None and (self.prediction.separate or self.overlay_mode == "ghost"):
             return [MEASURED, PREDICTED]
         return [MEASURED]
 
@@ -667,8 +725,10 @@ class TimelineView(QWidget):
             name = name[:117] + "…"
         dur = format_duration_ms(float(t.dur[hit.event]) / 1e6)
         lane = t.lanes[int(t.lane[hit.event])].label
-        fam = Family(int(self.loaded.families[hit.rank_index][hit.event])).label
+        fam = Family(int(self._families(hit)[hit.event])).label
         start = float(t.start[hit.event]) / 1e6
+        if hit.layer == PREDICTED and self.prediction is not None and self.prediction.separate:
+            return f"predicted: {name}\n{dur} · {fam} · rank {t.rank} · {lane}\nstarts at {start:.6f} ms"
         if hit.layer == PREDICTED:
             m = self.loaded.job.ranks[hit.rank_index]
             was = format_duration_ms(float(m.dur[hit.event]) / 1e6)

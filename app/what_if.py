@@ -30,6 +30,7 @@ from PySide6.QtCore import QObject, Signal
 from lumos_core.config import Baseline
 from lumos_core.estimate import EstimateResult, estimate
 from lumos_core.graph import ExecutionGraph, build_graph
+from lumos_core.knobs import format_changes
 from lumos_core.progress import Progress, scaled
 from lumos_core.replay import ReplayResult, replay
 from lumos_core.scenario import ScenarioSummary, summarize_estimate, summarize_replay
@@ -59,7 +60,7 @@ class Request:
             return "replaying the traced configuration"
         if self.kind == "sweep":
             return f"sweeping {self.knob} over {len(self.values)} values"
-        return f"estimating {self.name or self.changes}"
+        return f"estimating {self.name or format_changes(self.changes)}"
 
 
 @dataclass

@@ -30,7 +30,7 @@ from .config_panel import ConfigPanel
 from .details_panel import EventDetails, describe_event
 from .jobs import BackgroundTask
 from .loaded_job import LoadedJob
-from .prediction_details import describe_predicted, describe_with_prediction
+from .prediction_details import describe_predicted, describe_rebuilt, describe_with_prediction
 from .prediction_pane import PredictionPane
 from .scenarios import ScenarioList
 from .sweep_view import SweepView
@@ -93,6 +93,8 @@ class WhatIfWorkbench(QObject):
         self.mode_combo.addItem("Overlay: off (measured only)", MEASURED_ONLY)
         for key, text in OVERLAY_MODES.items():
             self.mode_combo.addItem(f"Overlay: {text}", key)
+        # shown (not chosen) when the estimator rebuilt the ranks: they cannot share rows
+        self.mode_combo.addItem("Overlay: predicted ranks on their own (rebuilt job)", "separate")
         self.mode_combo.setToolTip("How the selected scenario's predicted timeline is drawn")
         self.mode_combo.activated.connect(self._on_mode_chosen)
         self.shown_label = QLabel()
@@ -286,6 +288,7 @@ class WhatIfWorkbench(QObject):
             self.show_scenario(s.id)
         self.timings["last_run_s"] = s.seconds
         self.timings["last_show_s"] = time.perf_counter() - t0
+        self.notify(f"What-if: {s.name} ready in {s.seconds:.2f} s.")
         self.scenario_added.emit(s)
 
     def _on_sweep(self, outcome: SweepOutcome) -> None:
@@ -345,6 +348,11 @@ class WhatIfWorkbench(QObject):
 
     def _on_mode_chosen(self, _index: int) -> None:
         mode = self.mode_combo.currentData()
+        if mode == "separate":
+            if self.shown is not None and self.shown.overlay.separate:
+                self.window.timeline.set_prediction(self.shown.overlay)
+            self._sync_mode_combo()
+            return
         self._mode_chosen = True
         if mode == MEASURED_ONLY:
             self.window.timeline.set_prediction(None)
@@ -410,7 +418,12 @@ class WhatIfWorkbench(QObject):
     def describe_hit(self, hit: Hit) -> EventDetails:
         """Details of a task, with the shown scenario's prediction for it (and why)."""
         assert self.loaded is not None
-        s = self.shown if self.window.timeline.prediction is not None else None
+        tl = self.window.timeline
+        s = self.shown if tl.prediction is not None else None
+        if s is not None and s.overlay.separate:  # ranks built anew: no task-by-task counterpart
+            if hit.layer == PREDICTED:
+                return describe_rebuilt(s, tl.predicted_index(hit), hit.event)
+            return describe_event(self.loaded, hit.rank_index, hit.event)
         if hit.layer == PREDICTED and s is not None:
             return describe_predicted(self.loaded, s, hit.rank_index, hit.event)
         if s is not None:

@@ -44,7 +44,7 @@ class IterationRow:
 
     rank: int  # rank in the predicted job
     stands_for: str  # every rank of the predicted job this simulated rank represents
-    traced_rank: int
+    traced_rank: int  # -1: a rank the estimator built anew (measured = the job's mean)
     iteration: str
     measured_ms: float
     predicted_ms: float
@@ -173,19 +173,30 @@ def outcome_of(config: JobConfig, ranks: list[RankTrace]) -> Outcome:
 
 
 def traced_sources(job: Job, timeline: list[RankTrace]) -> list[int]:
-    """For each predicted rank, the index in ``job.ranks`` of the traced rank it was derived from.
+    """For each predicted rank, the index in ``job.ranks`` of the traced rank whose events it has
+    (with new times), or -1 for a rank the estimator built anew (a rewritten pipeline or layer
+    count: its own events and lanes).
 
-    Predicted ranks are the traced ones with new times (same events, same lanes, same file), so
-    the file identifies the source even after the rank was renumbered for a new job.
+    Re-timed ranks keep the traced rank's file, events and lanes, so the file (and the event count)
+    identifies the source even after the rank was renumbered for the new job.
     """
     by_file = {t.file: i for i, t in enumerate(job.ranks)}
     out = []
-    for k, p in enumerate(timeline):
-        i = by_file.get(p.file)
-        if i is None:
-            i = next((j for j, t in enumerate(job.ranks) if t.lanes is p.lanes), min(k, len(job.ranks) - 1))
+    for p in timeline:
+        i = by_file.get(p.file, -1)
+        if i >= 0 and (len(job.ranks[i]) != len(p) or len(job.ranks[i].lanes) != len(p.lanes)):
+            i = -1
         out.append(i)
     return out
+
+
+def measured_iterations(job: Job) -> dict[str, float]:
+    """Mean measured length (ns) of each iteration over the traced ranks, by name."""
+    lengths: dict[str, list[int]] = {}
+    for t in job.ranks:
+        for w in iteration_windows(t):
+            lengths.setdefault(w.name, []).append(w.length)
+    return {k: float(np.mean(v)) for k, v in lengths.items()}
 
 
 def summarize_replay(
@@ -235,18 +246,23 @@ def summarize_estimate(
 ) -> ScenarioSummary:
     """An estimate as a scenario; the outcomes are the EstimateResult's own (same as the CLI)."""
     sources = traced_sources(job, result.timeline)
-    traced = {p.rank: job.ranks[i].rank for p, i in zip(result.timeline, sources)}
+    traced = {p.rank: (job.ranks[i].rank if i >= 0 else -1) for p, i in zip(result.timeline, sources)}
+    job_mean = measured_iterations(job)
     rows = []
     for p, i in zip(result.timeline, sources):
-        t = job.ranks[i]
-        measured = {w.name: w for w in iteration_windows(t)}
+        # a re-timed rank against the traced rank it comes from; a rebuilt one against the
+        # measured job's mean of the same iteration
+        if i >= 0:
+            measured = {w.name: float(w.length) for w in iteration_windows(job.ranks[i])}
+        else:
+            measured = job_mean
         stands = ", ".join(str(r) for r in result.represents.get(p.rank, [p.rank]))
         for w in iteration_windows(p):
             m = measured.get(w.name)
-            m_ms = m.length / 1e6 if m is not None else math.nan
+            m_ms = m / 1e6 if m is not None else math.nan
             p_ms = w.length / 1e6
-            diff = 100.0 * (p_ms - m_ms) / m_ms if m is not None and m.length else math.nan
-            rows.append(IterationRow(p.rank, stands, t.rank, w.name, m_ms, p_ms, diff))
+            diff = 100.0 * (p_ms - m_ms) / m_ms if m else math.nan
+            rows.append(IterationRow(p.rank, stands, traced[p.rank], w.name, m_ms, p_ms, diff))
     kernels, colls = gpu_time_by_name(result.timeline)
     config = result.predicted.config
     return ScenarioSummary(
