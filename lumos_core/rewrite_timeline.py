@@ -140,13 +140,15 @@ def rewritten_timelines(
                     desc[(inst, src.rank, p)].append(len(rows.kind) - 1)
                     p = int(src.parent[p])
         # Operators and annotations around copied tasks move with them.
+        row_start = np.asarray(rows.start, np.int64)
+        row_end = row_start + np.asarray(rows.dur, np.int64)
         for (_inst, r, p), members in desc.items():
             src = by_rank[r]
             if src.strings[int(src.name[p])].startswith("ProfilerStep#"):
                 continue
             m = np.asarray(members)
-            s_new = np.asarray(rows.start)[m]
-            e_new = s_new + np.asarray(rows.dur)[m]
+            s_new = row_start[m]
+            e_new = row_end[m]
             first, lastm = int(m[np.argmin(s_new)]), int(m[np.argmax(e_new)])
             node_first = rows.node[first]
             node_last = rows.node[lastm]
