@@ -294,7 +294,10 @@ def build_graph(
     sp_ptr, (s_src, s_lag, s_end, s_kind) = _csr(n_nodes, s_dst, s_src, s_lag, s_end, s_kind)
     ep_ptr, (e_src, e_lag, e_end, e_kind) = _csr(n_nodes, e_dst, e_src, e_lag, e_end, e_kind)
     progress(0.85, "ordering tasks")
-    order = _topological_order(node, sp_ptr, s_src, ep_ptr, e_src)
+    try:
+        order = _topological_order(node, sp_ptr, s_src, ep_ptr, e_src)
+    except GraphError as exc:  # say which file and tasks: node ids mean nothing to a user
+        raise GraphError(_cycle_message(job, node, exc)) from None
 
     rank_nodes = {}
     for rn in ranks:
@@ -639,6 +642,8 @@ def _event_wait_edges(
             if src_lane < 0:  # it waits on a stream that ran nothing in the trace: nothing to wait for
                 continue
             rec = record_by_corr.get(rec_corr, -1)
+            if rec >= 0 and int(t.start[rec]) > ts:
+                rec = -1  # a wait cannot wait for a record issued after it (reused or corrupt id)
             cut = after if rec < 0 else int(np.searchsorted(launch_ts, int(t.start[rec]), side="right"))
             on_src = np.flatnonzero(stream_lane[:cut] == src_lane)
             if len(on_src):
@@ -958,8 +963,30 @@ def _kahn(n: int, src: np.ndarray, dst: np.ndarray, key: np.ndarray) -> np.ndarr
                 heapq.heappush(heap, (key_l[w], w))
     if len(out) < n:
         stuck = [v for v in range(n) if deg[v] > 0][:5]
-        raise GraphError(
+        err = GraphError(
             f"the execution graph has a cycle ({n - len(out)} tasks can never start, e.g. nodes "
             f"{stuck}); a cudaStreamWaitEvent or sync was probably paired with the wrong work"
         )
+        err.stuck = (n - len(out), stuck)  # type: ignore[attr-defined]
+        raise err
     return np.asarray(out, np.int32)
+
+
+def _cycle_message(job: Job, node: dict[str, np.ndarray], exc: GraphError) -> str:
+    """A cycle error naming the rank files and tasks involved (instead of node ids)."""
+    count, stuck = getattr(exc, "stuck", (0, []))
+    tasks, files = [], []
+    for v in stuck:
+        r, e = int(node["rank"][v]), int(node["event"][v])
+        if r < 0 or e < 0:  # a collective's join node
+            continue
+        t = job.rank(r)
+        tasks.append(f"{t.name_of(e)!r} (rank {r})")
+        files.append(t.file.rsplit("/", 1)[-1])
+    if not tasks:
+        return str(exc)
+    return (
+        f"{', '.join(dict.fromkeys(files))}: the execution graph has a cycle ({count} tasks can never "
+        f"start, e.g. {', '.join(tasks[:3])}); a cudaStreamWaitEvent or sync was probably paired "
+        "with the wrong work"
+    )

@@ -32,12 +32,16 @@ from .trace import Collectives, Kind, Lane, RankTrace
 
 # Profiler window spans ("Trace" category) describe the recording, not work; they are not events.
 _SKIPPED_CATEGORIES = frozenset({"Trace"})
-_STREAM_NAME = re.compile(r"stream\s*(-?\d+)", re.IGNORECASE)
+# ASCII digits, at most 18: int() of the match always works and fits int64 (hostile tids exist).
+_STREAM_NAME = re.compile(r"stream\s*(-?\d{1,18})(?!\d)", re.IGNORECASE | re.ASCII)
 _MAX_SPAN_US = 1e12  # ~11.6 days: a longer span means corrupt timestamps, not a real recording
+_I64 = 2**63
 
 
-def read_trace_json(path: str | Path) -> Any:
-    """Read and parse a trace file (plain or gzip JSON). Raises TraceError with a useful message."""
+def read_trace_json(path: str | Path, notes: list[str] | None = None) -> Any:
+    """Read and parse a trace file (plain or gzip JSON). Raises TraceError with a useful message.
+
+    Problems that were worked around (bytes that are not UTF-8) are appended to ``notes``."""
     p = Path(path)
     try:
         data = p.read_bytes()
@@ -62,6 +66,16 @@ def read_trace_json(path: str | Path) -> Any:
         return json.loads(data)
     except (ValueError, RecursionError):
         pass
+    # A few bytes that are not UTF-8 (a name written in another encoding, a flipped bit) must not
+    # cost the whole rank: replace them and say so.
+    try:
+        doc = json.loads(data.decode("utf-8", "replace"))
+    except (ValueError, RecursionError):
+        pass
+    else:
+        if notes is not None:
+            notes.append("the file contains bytes that are not UTF-8; they were replaced by \ufffd")
+        return doc
     hint = ""
     if first_error.pos >= len(data.rstrip()) - 1:
         hint = " - the file looks truncated (the writing job may have been killed)"
@@ -84,8 +98,11 @@ def parse_trace_file(path: str | Path) -> RankTrace:
         try:
             return _parse_streaming(Path(path))
         except NotStreamable:
-            doc = read_trace_json(path)
-            return convert_document(doc, str(path))
+            notes: list[str] = []
+            doc = read_trace_json(path, notes)
+            rank = convert_document(doc, str(path))
+            rank.warnings.extend(notes)
+            return rank
     finally:
         if was_enabled:
             gc.enable()
@@ -124,13 +141,18 @@ def _as_int(v: Any) -> int:
     """An integer id from an arg (int, integral float or numeric string), -1 when absent/invalid."""
     t = type(v)
     if t is int:
-        return v if -(2**63) <= v < 2**63 else -1  # type: ignore[no-any-return]
+        return v if -_I64 <= v < _I64 else -1  # type: ignore[no-any-return]
     if t is float and math.isfinite(v) and v == int(v) and abs(v) < 2**63:
         return int(v)
-    if t is str and v.lstrip("-").isdigit():
-        i = int(v)
-        return i if -(2**63) <= i < 2**63 else -1
+    if t is str and _is_int_text(v):
+        return int(v)
     return -1
+
+
+def _is_int_text(s: str) -> bool:
+    """A decimal integer that int() parses and int64 holds ("²" is a digit to isdigit(), not to int)."""
+    d = s[1:] if s[:1] == "-" else s
+    return 0 < len(d) <= 18 and d.isascii() and d.isdigit()
 
 
 def _as_number(v: Any) -> float | int | None:
@@ -152,8 +174,20 @@ def _as_number(v: Any) -> float | int | None:
 def _dump_args(args: Any) -> bytes:
     try:
         return orjson.dumps(args)
-    except TypeError:  # integers beyond 64 bits
-        return json.dumps(args, default=str).encode()
+    except TypeError:
+        pass
+    # Integers beyond 64 bits, lone surrogates (the stdlib JSON fallback lets both in) or nesting
+    # deeper than orjson writes: store what RankTrace.args_of (orjson.loads) can read back - big
+    # integers as floats, NaN as null, surrogates replaced - or a note when even that fails.
+    try:
+        text = json.dumps(args, default=str, ensure_ascii=False).encode("utf-8", "replace")
+        return orjson.dumps(json.loads(text, parse_int=_int_or_float))
+    except (TypeError, ValueError, RecursionError):
+        return orjson.dumps({"lumos": "arguments not readable (nested too deeply)"})
+
+
+def _int_or_float(s: str) -> int | float:
+    return int(s) if len(s) <= 18 else float(s)
 
 
 class _Interner:
@@ -191,13 +225,15 @@ def _gpu_lane_key(pid: Any, tid: Any, args: Any) -> tuple[bool, Any, Any]:
 
 
 def _numeric_id(v: Any) -> int:
-    """pid/tid as an int: ints stay, numeric strings convert, other strings get a stable hash."""
-    if type(v) is int:
+    """pid/tid as an int64: ints stay, numeric strings convert, anything else (other strings, ints
+    beyond int64) gets a stable hash."""
+    if type(v) is int and -_I64 <= v < _I64:
         return v  # type: ignore[no-any-return]
     s = str(v)
-    if s.lstrip("-").isdigit():
+    if _is_int_text(s):
         return int(s)
-    return -(zlib.crc32(s.encode()) & 0x7FFFFFFF) - 1  # negative: never a real OS id
+    # surrogatepass: the stdlib JSON fallback lets lone surrogates ("\ud800") into strings
+    return -(zlib.crc32(s.encode("utf-8", "surrogatepass")) & 0x7FFFFFFF) - 1  # negative: never a real OS id
 
 
 def convert_document(doc: Any, path: str) -> RankTrace:
@@ -311,8 +347,10 @@ class _Columns:
                         ext = args.get("External id", -1)
                         if ext == -1:
                             ext = args.get("external id", -1)
-                        c_corr.append(corr if type(corr) is int else _as_int(corr))
-                        c_ext.append(ext if type(ext) is int else _as_int(ext))
+                        # Ids beyond int64 (corrupt or hostile files) must not reach the int64
+                        # columns as raw ints: _as_int turns them into -1 (no id).
+                        c_corr.append(corr if type(corr) is int and -_I64 <= corr < _I64 else _as_int(corr))
+                        c_ext.append(ext if type(ext) is int and -_I64 <= ext < _I64 else _as_int(ext))
                         blob = _dump_args(args) if args else b""
                     else:
                         c_corr.append(-1)
@@ -415,6 +453,8 @@ class _Columns:
                 f"skipped {len(c_ts) - len(keep)} events whose ts/dur lie years away from the rest "
                 "(corrupt values)"
             )
+            if not keep:  # every event lasts ~forever: nothing plausible is left to show
+                raise TraceError("no event has a plausible duration (all last longer than 5 days)", path)
             c_kind, c_cat, c_name, c_lane, c_ts, c_dur, c_corr, c_ext, c_args, c_args_len = (
                 [col[i] for i in keep]
                 for col in (c_kind, c_cat, c_name, c_lane, c_ts, c_dur, c_corr, c_ext, c_args, c_args_len)
@@ -431,6 +471,10 @@ class _Columns:
         if len(i_keep) < len(i_ts):
             i_name, i_ts = [i_name[i] for i in i_keep], [i_ts[i] for i in i_keep]
         base_ns_meta = meta.get("baseTimeNanoseconds")
+        if type(base_ns_meta) is int and not 0 <= base_ns_meta < 2**62:
+            # Beyond the year 2116: corrupt. Adding it would overflow the int64 time shifts.
+            warnings.append(f"ignored an implausible baseTimeNanoseconds ({base_ns_meta})")
+            base_ns_meta = 0
         raw_shift = base_us * 1000 + (base_ns_meta if type(base_ns_meta) is int and base_ns_meta > 0 else 0)
 
         kind_a = np.asarray(c_kind, np.int8)
@@ -509,7 +553,9 @@ def _plausible_times(ts: list[Any], dur: list[Any]) -> list[int] | None:
     """
     ts_f = np.asarray([float(v) for v in ts] if not all(type(v) is float for v in ts) else ts, np.float64)
     dur_f = np.asarray([float(v) for v in dur], np.float64)
-    med = float(np.median(ts_f))
+    # The lower median is a real event's time, so that event at least is kept (the mean of two
+    # far-apart timestamps would reject both).
+    med = float(np.partition(ts_f, (len(ts_f) - 1) // 2)[(len(ts_f) - 1) // 2])
     ok = (np.abs(ts_f - med) < _MAX_SPAN_US / 2) & (dur_f < _MAX_SPAN_US / 2)
     if ok.all():
         return None
@@ -532,8 +578,8 @@ def _make_lanes(
     lanes: list[Lane] = [None] * len(lane_ids)  # type: ignore[list-item]
     for (is_gpu, a, b), idx in lane_ids.items():
         if is_gpu:
-            stream = b if type(b) is int else _numeric_id(b)
-            device = a if type(a) is int else _numeric_id(a)
+            stream = _numeric_id(b)
+            device = _numeric_id(a)
             lanes[idx] = Lane(
                 index=idx,
                 is_gpu=True,

@@ -214,6 +214,7 @@ def profiler_step(name: str) -> int | None:
     """The N of ``ProfilerStep#N``, or None."""
     if name.startswith("ProfilerStep#"):
         tail = name[len("ProfilerStep#") :]
-        if tail.isdigit():
+        # ASCII and short: "ProfilerStep#²" or 5000 digits would make int() raise
+        if tail.isascii() and tail.isdigit() and len(tail) <= 18:
             return int(tail)
     return None

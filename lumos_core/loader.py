@@ -13,6 +13,7 @@ loses the others. Nothing is ever written into the input folder.
 from __future__ import annotations
 
 import concurrent.futures as cf
+import itertools
 import multiprocessing
 import os
 import re
@@ -27,13 +28,15 @@ from .collectives import CollectiveMatch, match_collectives
 from .errors import FolderError, LumosError, TraceError
 from .kineto_reader import parse_trace_file
 from .progress import Progress, no_progress
-from .trace import Job, RankTrace, SkippedFile
+from .trace import MAX_RANKS, Job, RankTrace, SkippedFile
 
 TRACE_SUFFIXES = (".json", ".json.gz")
 _RANK_IN_NAME = re.compile(r"(?:^|[^a-z])(?:rank|worker)[-_ ]?(\d+)(?!\d)", re.IGNORECASE)
 # Parsing a JSON tree takes ~8-10x the text size in memory; used to bound parallelism and refuse
 # files the machine cannot hold (instead of being killed by the OOM killer).
 _TREE_FACTOR = 10
+# Ranks whose raw timestamps lie further apart than this (~36 years) are not one job.
+_MAX_SPREAD_NS = 2**60
 # Below this much data, starting worker processes costs more than it saves.
 _IN_PROCESS_BYTES = 3 * 1024 * 1024
 
@@ -66,7 +69,10 @@ def discover_trace_files(path: str | Path) -> list[Path]:
 def rank_from_file_name(name: str) -> int | None:
     """``rank3``, ``rank-3``, ``rank_3``, ``worker3`` in a file name -> 3."""
     m = _RANK_IN_NAME.search(name)
-    return int(m.group(1)) if m else None
+    if m is None or len(m.group(1)) > 8:  # "rank123456789012": an id, not a rank (MAX_RANKS)
+        return None
+    r = int(m.group(1))
+    return r if r < MAX_RANKS else None
 
 
 def load_job(
@@ -184,7 +190,10 @@ def _estimated_tree_bytes(path: Path) -> int:
             if magic == b"\x1f\x8b" and size >= 18:
                 fh.seek(-4, os.SEEK_END)
                 isize = int.from_bytes(fh.read(4), "little")  # size mod 2**32
-                text = isize if isize >= size else size * 8  # >4 GiB wrapped: assume 8x compression
+                # >4 GiB wrapped: assume 8x compression. Deflate cannot expand more than ~1032x,
+                # so a larger ISIZE is a corrupt trailer, not a huge file (it made a 200-byte
+                # broken .gz "need" GiBs of memory instead of being reported as corrupt).
+                text = isize if size <= isize <= size * 1032 else size * 8
             else:
                 text = size
     except OSError:
@@ -270,7 +279,7 @@ def _distributed_rank(t: RankTrace) -> int | None:
     info = t.metadata.get("distributedInfo")
     if isinstance(info, dict):
         r = info.get("rank")
-        if isinstance(r, int) and not isinstance(r, bool) and r >= 0:
+        if isinstance(r, int) and not isinstance(r, bool) and 0 <= r < MAX_RANKS:
             return r
     return None
 
@@ -352,7 +361,14 @@ def _check_same_job(job: Job) -> None:
 
 def _put_on_common_time_base(job: Job) -> None:
     """Shift every rank so times are ns from the job's earliest raw timestamp."""
-    origin = min(t.span[0] + t.raw_shift_ns for t in job.ranks)
+    starts = sorted((t.span[0] + t.raw_shift_ns, t.rank) for t in job.ranks)
+    (origin, first), (last_start, last) = starts[0], starts[-1]
+    if last_start - origin > _MAX_SPREAD_NS:
+        # Raw time bases decades apart cannot be one job, and the shifts would overflow int64 ns.
+        raise FolderError(
+            f"the folder mixes traces of different jobs: {Path(job.rank(last).file).name} was recorded "
+            f"{(last_start - origin) / 3.15e16:.0f} years after {Path(job.rank(first).file).name}"
+        )
     job.origin_ns = origin
     for t in job.ranks:
         t.shift(t.raw_shift_ns - origin)
@@ -374,7 +390,10 @@ def _collect_warnings(job: Job, match: CollectiveMatch, alignment: ClockAlignmen
         job.warnings.append(f"skipped {Path(s.file).name}: {s.reason}")
     ws = job.world_size
     if ws > len(job.ranks):
-        missing = sorted(set(range(ws)) - {t.rank for t in job.ranks})
+        present = {t.rank for t in job.ranks}
+        # Only the first few missing ranks are shown; never build the whole range (world sizes
+        # come from the files and may be large).
+        missing = list(itertools.islice((r for r in range(ws) if r not in present), 17))
         shown = ", ".join(map(str, missing[:16])) + (" ..." if len(missing) > 16 else "")
         job.warnings.append(
             f"the job has {ws} ranks but {len(job.ranks)} were loaded (missing: {shown}); "

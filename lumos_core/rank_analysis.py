@@ -225,13 +225,13 @@ def _collectives(rank: RankTrace, comm_names: np.ndarray) -> Collectives:
                 kind = by_kernel
         dt = dtype_bytes(str(args.get("dtype", ""))) or kernel_dtype_bytes(kname)
         ranks_str = args.get("Process Group Ranks")
-        group_size = _int(args.get("Group size"))
+        group_size = _int32(args.get("Group size"))
         if group_size < 0 and isinstance(ranks_str, str) and ranks_str.startswith("["):
             group_size = ranks_str.count(",") + 1 if ranks_str.strip("[] ") else 0
         pg_name = args.get("Process Group Name")
-        peer = _int(args.get("Dst Rank")) if kind == CollectiveKind.SEND else _int(args.get("Src Rank"))
+        peer = _int32(args.get("Dst Rank")) if kind == CollectiveKind.SEND else _int32(args.get("Src Rank"))
         if peer < 0:
-            peer = _int(args.get("Dst Rank", args.get("Src Rank")))
+            peer = _int32(args.get("Dst Rank", args.get("Src Rank")))
         cols["event"].append(ev)
         cols["kind"].append(int(kind))
         cols["in_nelems"].append(_int(args.get("In msg nelems")))
@@ -300,9 +300,19 @@ def _int(v: Any) -> int:
         return v if -(2**63) <= v < 2**63 else -1
     if isinstance(v, float) and v == v and abs(v) < 2**62:
         return int(v)
-    if isinstance(v, str) and v.strip().lstrip("-").isdigit():
-        return int(v)
+    if isinstance(v, str):
+        # ASCII digits, int64-sized: "²" passes isdigit() but not int(), and a 30-digit count
+        # would overflow the int64 columns.
+        d = v.strip().removeprefix("-")
+        if 0 < len(d) <= 18 and d.isascii() and d.isdigit():
+            return int(v)
     return -1
+
+
+def _int32(v: Any) -> int:
+    """:func:`_int` for the int32 columns (group size, peer rank): -1 when it does not fit."""
+    i = _int(v)
+    return i if -(2**31) <= i < 2**31 else -1
 
 
 def _iterations(rank: RankTrace) -> list[Iteration]:

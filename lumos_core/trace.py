@@ -19,6 +19,10 @@ from typing import Any
 import numpy as np
 import orjson
 
+# More ranks than any job has: rank numbers and world sizes beyond it are corrupt metadata (ranks
+# are stored as int32 in the graph).
+MAX_RANKS = 1 << 24
+
 
 class Kind(IntEnum):
     """What an event is. Several Kineto categories map to one kind (e.g. legacy ``Kernel``)."""
@@ -292,7 +296,9 @@ class RankTrace:
     def world_size(self) -> int | None:
         info = self.metadata.get("distributedInfo") or {}
         ws = info.get("world_size") if isinstance(info, dict) else None
-        return int(ws) if isinstance(ws, int) and ws > 0 else None
+        # An implausible world size (corrupt metadata) is treated as not recorded: it would size
+        # per-rank tables and lists of missing ranks.
+        return int(ws) if isinstance(ws, int) and 0 < ws <= MAX_RANKS else None
 
     @property
     def is_synthetic(self) -> bool:
