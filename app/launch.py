@@ -158,6 +158,8 @@ def run_app(args: list[str]) -> int:
             window.workbench.idle.connect(on_what_if_done)
             window.job_loaded.connect(on_loaded_without_runs)
         else:
+            # the measured timeline alone, the same every time (no background replay racing the grab)
+            window.workbench.auto_replay = False
             window.first_painted.connect(on_painted)
         window.load_failed.connect(on_failed)
         window.load_cancelled.connect(on_failed)

@@ -224,6 +224,7 @@ class MainWindow(QMainWindow):
         self._docks_sized = False
         self._build_status_bar()
         self.workbench = WhatIfWorkbench(self)
+        tl.insertWidget(1, self.workbench.overlay_note)  # under the legend: what the overlay shows
         self.workspace.addTab(self.workbench.compare, "Compare")
         self.workspace.addTab(self.workbench.sweep, "Sweep")
 

@@ -170,12 +170,16 @@ class PredictionPane(QWidget):
                 "in the What-if panel and press Estimate."
             )
             self.bars.set_rows([])
+            self.bars.hide()
+            self.legend.hide()
             self.iterations.set_rows([])
             self.retimed.set_rows([])
             self.retimed.hide()
             self.notes.setText("")
             return
         self.headline.setText(headline_html(s))
+        self.bars.show()
+        self.legend.show()
         rows = [("measured", s.measured.breakdown, s.measured.iteration_us / 1000)]
         if s.kind == "estimate":
             rows.append(("replayed", s.replayed.breakdown, s.replayed.iteration_us / 1000))

@@ -66,6 +66,7 @@ class WhatIfWorkbench(QObject):
         self.last_notice = ""
         self.timings: dict[str, float] = {}
         self._mode_chosen = False
+        self.auto_replay = True  # replay the traced configuration when a job opens
         self._pending_session: Session | None = None
         self._restoring: Session | None = None
         self._export_tasks: dict[int, BackgroundTask] = {}
@@ -87,7 +88,7 @@ class WhatIfWorkbench(QObject):
         window.addDockWidget(Qt.DockWidgetArea.LeftDockWidgetArea, self.config_dock)
         window.addDockWidget(Qt.DockWidgetArea.LeftDockWidgetArea, self.scenario_dock)
         window.splitDockWidget(self.config_dock, self.scenario_dock, Qt.Orientation.Vertical)
-        window.summaries.insertTab(0, self.prediction, "Prediction")
+        window.summaries.insertTab(1, self.prediction, "Prediction")  # after Iterations
 
         self.mode_combo = QComboBox()
         self.mode_combo.addItem("Overlay: off (measured only)", MEASURED_ONLY)
@@ -97,8 +98,10 @@ class WhatIfWorkbench(QObject):
         self.mode_combo.addItem("Overlay: predicted ranks on their own (rebuilt job)", "separate")
         self.mode_combo.setToolTip("How the selected scenario's predicted timeline is drawn")
         self.mode_combo.activated.connect(self._on_mode_chosen)
-        self.shown_label = QLabel()
-        self.shown_label.setContentsMargins(8, 0, 8, 0)
+        self.overlay_note = QLabel()  # under the legend (the main window places it)
+        self.overlay_note.setContentsMargins(8, 2, 8, 3)
+        self.overlay_note.setWordWrap(True)
+        self.overlay_note.hide()
         # what-if news in its own corner of the status bar: it never covers the window's status
         self.status = QLabel()
         self.status.setContentsMargins(8, 0, 8, 0)
@@ -136,7 +139,6 @@ class WhatIfWorkbench(QObject):
     def install_toolbar(self, tb: QToolBar) -> None:
         tb.addSeparator()
         tb.addWidget(self.mode_combo)
-        tb.addWidget(self.shown_label)
 
     def install_file_menu(self, file_menu: QMenu) -> None:
         """Session and scenario export entries (appended where the window calls this)."""
@@ -209,7 +211,7 @@ class WhatIfWorkbench(QObject):
             return
         if session is not None:
             self._restore_scenarios(session)
-        else:
+        elif self.auto_replay:
             self.runner.enqueue(Request("replay", auto=True))
 
     def shutdown(self) -> None:
@@ -221,6 +223,7 @@ class WhatIfWorkbench(QObject):
         self._export_tasks.clear()
 
     def apply_theme(self, theme: Theme) -> None:
+        self.overlay_note.setStyleSheet(f"background: {theme.background}; color: {theme.foreground};")
         self.prediction.apply_theme(theme)
         self.compare.apply_theme(theme)
         self.sweep.apply_theme(theme)
@@ -373,19 +376,30 @@ class WhatIfWorkbench(QObject):
         self.mode_combo.setCurrentIndex(max(i, 0))
 
     def _update_shown_label(self) -> None:
+        """The line under the legend: which scenario is drawn, how, and its headline number."""
         s = self.shown
-        if s is None or self.window.timeline.prediction is None:
-            self.shown_label.setText("")
+        mode = self.window.timeline.shown_mode
+        if s is None or mode == "measured":
+            self.overlay_note.setText("")
+            self.overlay_note.hide()
             return
         sm = s.summary
         tail = (
-            f"error {sm.replay_error_pct:.2f} %"
+            f"replay error {sm.replay_error_pct:.2f} %"
             if sm.kind == "replay"
-            else f"{sm.change_pct:+.1f} % vs baseline"
+            else f"{sm.change_pct:+.1f} % vs the replayed baseline"
         )
-        self.shown_label.setText(
-            f"<b>{html.escape(s.name)}</b>: {sm.iteration_us / 1000:.2f} ms/iteration ({tail})"
+        how = {
+            "ghost": "filled: measured · <b>dark outlines: predicted</b>",
+            "paired": "each measured row is followed by its <b>↳ predicted</b> row",
+            "predicted": "predicted ranks only",
+            "separate": "the predicted job's ranks (rebuilt by the estimator), then the measured ranks for reference",
+        }[mode]
+        self.overlay_note.setText(
+            f"Overlay: <b>{html.escape(s.name)}</b> — {sm.iteration_us / 1000:.2f} ms per iteration "
+            f"({tail}) — {how}"
         )
+        self.overlay_note.show()
 
     def remove_scenario(self, scenario_id: int) -> None:
         s = self.scenarios.pop(scenario_id, None)

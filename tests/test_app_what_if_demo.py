@@ -1,0 +1,87 @@
+"""What-ifs that rebuild the job (pipeline stages) on the synthetic demo job (TP2 x PP2 x DP2): the
+estimator returns new ranks with their own events and lanes, shown on their own with the measured
+ranks kept below for reference. No shared traces needed."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from app_helpers import close_window, make_window, wait_loaded
+from PySide6.QtWidgets import QApplication
+
+from app.lane_layout import RowKind
+from app.timeline_view import PREDICTED, Hit
+from lumos_core.trace import Kind
+
+pytest_plugins = ["app_fixtures"]  # isolated QSettings
+
+
+@pytest.fixture(scope="module")
+def demo(qapp):  # type: ignore[no-untyped-def]
+    w = make_window()
+    w.open_demo()
+    wait_loaded(w)
+    assert w.loaded is not None
+    yield w
+    close_window(w)
+
+
+def test_pipeline_change_shows_the_rebuilt_ranks_with_the_measured_for_reference(demo, qtbot) -> None:
+    wb = demo.workbench
+    base = wb.scenario_named("baseline replay")
+    assert base is not None and base.summary.replay_error_pct < 1.0
+    with qtbot.waitSignal(wb.scenario_added, timeout=120_000) as got:
+        wb.request_estimate({"pp": 4})
+    s = got.args[0]
+    wait_loaded(demo)
+    assert s.name == "PP 4" and s.summary.world_size == 16 and s.overlay.separate
+    tl = demo.timeline
+    assert tl.shown_mode == "separate" and wb.mode_combo.currentData() == "separate"
+    n = tl.n_measured
+    headers = [r for r in tl.layout_model.rows if r.kind == RowKind.RANK]
+    predicted = [r for r in headers if r.rank_index >= n]
+    reference = [r for r in headers if r.rank_index < n]
+    assert len(predicted) == len(s.overlay.ranks) == len(s.summary.represents)
+    assert headers[: len(predicted)] == predicted  # the predicted job first
+    assert all(r.label.endswith("· predicted") for r in predicted)
+    assert [r.label for r in reference] == [f"measured rank {i} · for reference" for i in range(8)]
+    assert tl.layout_model.collapsed_ranks == set(range(n))
+    # every predicted iteration has the measured job's mean to compare with
+    rows = s.summary.iterations
+    assert rows and all(r.traced_rank == -1 and not math.isnan(r.measured_ms) for r in rows)
+    # a rebuilt task says why it lasts what it lasts
+    p = s.overlay.ranks[0]
+    ev = int(np.flatnonzero(p.kind == Kind.KERNEL)[30])
+    hit = Hit(n, ev, PREDICTED)
+    tl.select(hit, reveal=True)
+    d = demo.details.details
+    assert d.title.startswith("[predicted]") and d.section("Why")
+    assert d.value("Predicted rank").startswith(f"rank {p.rank}")
+    assert tl.describe(hit).startswith("predicted: ")
+    # compare: the rebuilt ranks alone
+    wb.compare_pair(wb.scenario_named("baseline replay").id, s.id)
+    b_view = wb.compare.pane_b.timeline
+    assert b_view.shown_mode == "separate"
+    assert all(r.rank_index >= n for r in b_view.layout_model.rows)
+    assert {r.section for r in wb.compare.rows} >= {"iteration", "breakdown", "collective"}
+    demo.workspace.setCurrentWidget(demo.timeline_page)
+
+
+def test_data_parallel_replicas_are_labelled_with_the_ranks_they_stand_for(demo, qtbot) -> None:
+    wb = demo.workbench
+    with qtbot.waitSignal(wb.scenario_added, timeout=60_000) as got:
+        wb.request_estimate({"dp": 4})
+    wait_loaded(demo)
+    s = got.args[0]
+    assert not s.overlay.separate and s.summary.world_size == 16
+    wb.set_overlay_mode("predicted")
+    headers = [r.label for r in demo.timeline.layout_model.rows if r.kind == RowKind.RANK]
+    assert headers[0] == "rank 0 (= ranks 0, 8) · predicted"
+    wb.set_overlay_mode("ghost")
+    headers = [r.label for r in demo.timeline.layout_model.rows if r.kind == RowKind.RANK]
+    assert headers[0] == "rank 0 (= ranks 0, 8)"
+    wb.set_overlay_mode("measured")
+    assert demo.timeline.prediction is None
+    QApplication.processEvents()
