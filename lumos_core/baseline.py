@@ -283,7 +283,20 @@ def infer_baseline(job: Job, overrides: dict[str, Any] | None = None) -> Baselin
         layers = layers * (pp if _stage_local_layer_numbers(job, pp) else 1)
         fields["layers"] = Inferred(layers, "inferred", layer_how)
     else:
-        fields["layers"] = Inferred(None, "unknown", "no layer annotations; give it with --baseline-layers")
+        from .segments import layer_count_from_kernels  # the repeated layer block of the kernel stream
+
+        found = layer_count_from_kernels(job.ranks[0]) if pp == 1 else None
+        if found:
+            fields["layers"] = Inferred(
+                found,
+                "inferred",
+                "repeated kernel pattern of the forward and backward "
+                "passes (no layer annotations; check it, or give --baseline-layers)",
+            )
+        else:
+            fields["layers"] = Inferred(
+                None, "unknown", "no layer annotations; give it with --baseline-layers"
+            )
     microbatches = 1
     if synth:
         microbatches = int(synth["microbatches"])

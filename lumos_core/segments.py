@@ -82,9 +82,17 @@ def segment_rank(rank: RankTrace, iteration: int | None = None) -> Segmentation:
 
     fwd_spans = _layer_spans(rank, lo, hi, backward=False)
     if not fwd_spans:
+        if _label_by_kernel_pattern(rank, lo, hi, phase, layer, mb, in_window):
+            _label_p2p(rank, phase)
+            _label_gpu(rank, phase, layer, mb, lo, hi)
+            layers = sorted({int(x) for x in layer[phase == Phase.F].tolist() if x >= 0})
+            return Segmentation(
+                rank.rank, k, (lo, hi), phase, layer, mb, layers, 1, "repeated kernel pattern"
+            )
         raise ConfigError(
-            f"rank {rank.rank}: no layer annotations in iteration {its[k].name}; the layer structure "
-            "is needed to change layers or pipeline stages (record layers with record_function)"
+            f"rank {rank.rank}: no layer annotations in iteration {its[k].name} and no repeated layer "
+            "pattern in its kernels; the layer structure is needed to change layers or pipeline stages "
+            "(record layers with record_function)"
         )
     bwd_spans = _layer_spans(rank, lo, hi, backward=True)
     source = "layer annotations"
@@ -356,3 +364,130 @@ def _label_gpu(
                 prev = (int(phase[j]), int(layer[j]), int(mb[j]))
             elif rank.launch[j] < 0 and lo <= rank.start[j] < hi and prev[0] >= 0:
                 phase[j], layer[j], mb[j] = prev
+
+
+# ------------------------------------------------------------------- layers from the kernel stream
+
+
+def layer_count_from_kernels(rank: RankTrace) -> int | None:
+    """Layers of an iteration without annotations (e.g. a torch.compile'd model): the number of
+    times the forward pass repeats its layer block, seen as kernels that recur that many times."""
+    if not rank.iterations:
+        return None
+    k = steady_iteration(rank)
+    its = rank.iterations
+    lo = its[k].cpu_start
+    hi = its[k + 1].cpu_start if k + 1 < len(its) else its[k].cpu_end
+    regions = _forward_backward(rank, lo, hi)
+    if regions is None:
+        return None
+    fwd = _kernel_sequence(rank, regions[0], regions[1])
+    bwd = _kernel_sequence(rank, regions[1], regions[2])
+    lf, lb = _repeat_count(rank, fwd), _repeat_count(rank, bwd)
+    return lf if lf and lf == lb else None
+
+
+def _forward_backward(rank: RankTrace, lo: int, hi: int) -> tuple[int, int, int] | None:
+    """(forward start, backward start, step start): backward begins with the first autograd
+    operator; the step with the optimizer (or after the last autograd operator)."""
+    auto = rank.names_matching(lambda s: s.startswith("autograd::engine::evaluate_function"))
+    in_win = (rank.start >= lo) & (rank.start < hi) & np.isin(rank.kind, _CPU)
+    rows = np.flatnonzero(in_win & auto[rank.name])
+    if len(rows) == 0:
+        return None
+    bwd = int(rank.start[rows].min())
+    opt = rank.names_matching(lambda s: s.startswith("Optimizer.step"))
+    o = np.flatnonzero(in_win & opt[rank.name] & (rank.start > bwd))
+    step = int(rank.start[o].min()) if len(o) else int((rank.start[rows] + rank.dur[rows]).max())
+    return lo, bwd, step
+
+
+def _kernel_sequence(rank: RankTrace, a: int, b: int) -> np.ndarray:
+    """GPU kernels launched from CPU calls in [a, b), in launch order."""
+    k = np.flatnonzero((rank.kind == Kind.KERNEL) & (rank.launch >= 0))
+    ls = rank.start[rank.launch[k]]
+    k = k[(ls >= a) & (ls < b)]
+    return k[np.argsort(rank.start[rank.launch[k]], kind="stable")]
+
+
+def _repeat_count(rank: RankTrace, seq: np.ndarray) -> int | None:
+    """How many times a block repeats: the highest count shared by several kernel names."""
+    if len(seq) < 8:
+        return None
+    counts = np.bincount(rank.name[seq])
+    by_count: dict[int, int] = {}
+    for c in counts[counts >= 2].tolist():
+        by_count[c] = by_count.get(c, 0) + 1
+    shared = [c for c, names in by_count.items() if names >= 2]
+    return max(shared) if shared else None
+
+
+def _block_starts(rank: RankTrace, seq: np.ndarray, n: int) -> list[int] | None:
+    """Positions in ``seq`` where each of the ``n`` repeats of the layer block starts."""
+    names = rank.name[seq]
+    counts = np.bincount(names)
+    cands = np.flatnonzero(counts == n)
+    if len(cands) == 0:
+        return None
+    anchor = min(cands.tolist(), key=lambda c: int(np.flatnonzero(names == c)[0]))
+    pos = np.flatnonzero(names == anchor)
+    gap = int(np.diff(pos).min()) if len(pos) > 1 else len(seq)
+    shift = 0
+    # Walk back from the anchor while most repeats agree on the kernel before it: that is still the
+    # same block (layers need not be identical: a few may skip a kernel).
+    while shift + 1 < gap and pos[0] - shift - 1 >= 0:
+        before = names[pos - shift - 1]
+        if np.count_nonzero(before == before[0]) < 0.7 * n:
+            break
+        shift += 1
+    return (pos - shift).tolist()
+
+
+def _label_by_kernel_pattern(
+    rank: RankTrace, lo: int, hi: int, phase: np.ndarray, layer: np.ndarray, mb: np.ndarray, mask: np.ndarray
+) -> bool:
+    """One microbatch, no annotations: cut forward and backward kernels into their repeated layer
+    blocks and give each kernel's launch call the block's label."""
+    regions = _forward_backward(rank, lo, hi)
+    if regions is None:
+        return False
+    fwd = _kernel_sequence(rank, regions[0], regions[1])
+    bwd = _kernel_sequence(rank, regions[1], regions[2])
+    n = _repeat_count(rank, fwd)
+    if not n or n != _repeat_count(rank, bwd):
+        return False
+    fs, bs = _block_starts(rank, fwd, n), _block_starts(rank, bwd, n)
+    if fs is None or bs is None:
+        return False
+    block = int(np.median(np.diff(fs))) if n > 1 else len(fwd) - fs[0]
+    bblock = int(np.median(np.diff(bs))) if n > 1 else len(bwd) - bs[0]
+
+    def label(seq: np.ndarray, starts: list[int], width: int, forward: bool) -> None:
+        for i, kern in enumerate(seq.tolist()):
+            j = int(np.searchsorted(starts, i, side="right")) - 1
+            if j < 0:
+                ph, lyr = (Phase.PRE_F, -1) if forward else (Phase.MID, -1)
+            elif j == n - 1 and i >= starts[-1] + width:
+                ph, lyr = (Phase.MID, -1) if forward else (Phase.POST_B, -1)
+            else:
+                ph, lyr = (Phase.F, j) if forward else (Phase.B, n - 1 - j)
+            call = int(rank.launch[kern])
+            phase[call], layer[call], mb[call] = ph, lyr, 0
+
+    label(fwd, fs, block, True)
+    label(bwd, bs, bblock, False)
+    _label_by_position(rank, phase, layer, mb, mask, 1)
+    # CPU calls between launches belong with the launch that follows them on their thread.
+    for lane in rank.lanes:
+        if lane.is_gpu:
+            continue
+        sl = rank.lane_slice(lane.index)
+        nxt = (-1, -1)
+        for i in range(sl.stop - 1, sl.start - 1, -1):
+            if not mask[i]:
+                continue
+            if rank.kind[i] == Kind.RUNTIME and phase[i] in (Phase.F, Phase.B) and layer[i] >= 0:
+                nxt = (int(phase[i]), int(layer[i]))
+            elif phase[i] in (Phase.F, Phase.B) and layer[i] < 0 and nxt[0] >= 0:
+                phase[i], layer[i] = nxt
+    return True

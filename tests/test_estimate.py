@@ -135,18 +135,44 @@ def test_invalid_configurations_are_explained() -> None:
 
 
 @needs_shared
-def test_changing_layers_without_a_layer_structure_is_a_clear_error(nanogpt) -> None:
+def test_layers_of_a_compiled_model_come_from_its_repeated_kernel_pattern(nanogpt) -> None:
+    from lumos_core.segments import Phase, segment_rank
+
     job, graph = nanogpt
-    with pytest.raises(ConfigError, match="layers"):
-        estimate(job, {"pp": 2}, graph=graph)
+    b = infer_baseline(job)
+    assert b.config.layers == 11 and b.fields["layers"].confidence == "inferred"
+    seg = segment_rank(job.rank(0))
+    assert seg.source == "repeated kernel pattern" and seg.layers == list(range(11))
+    t = job.rank(0)
+    # Every layer's forward launches the same MLP GEMM once (the repeated block's anchor).
+    mlp = t.strings.index("nvjet_tst_256x128_64x4_1x2_h_bz_coopA_NNT")
+    for layer in range(11):
+        sel = (seg.phase == Phase.F) & (seg.layer == layer) & (t.kind == 4)
+        assert np.count_nonzero(sel & (t.name == mlp)) == 1, layer
+    # 11 layers cannot split over 2 stages: explained, with the nearest numbers that can.
+    with pytest.raises(ConfigError, match="try 10 or 12 layers"):
+        estimate(job, {"pp": 2, "microbatches": 4}, graph=graph)
     p = subprocess.run(
-        [sys.executable, "-m", "lumos_core", "estimate", "--pp", "2", str(shared("h100-nanogpt-8rank"))],
+        [
+            sys.executable,
+            "-m",
+            "lumos_core",
+            "estimate",
+            "--pp",
+            "2",
+            "--microbatches",
+            "4",
+            str(shared("h100-nanogpt-8rank")),
+        ],
         capture_output=True,
         text=True,
         cwd=REPO,
         timeout=300,
     )
-    assert p.returncode == 2 and "Traceback" not in p.stderr and "layers" in p.stderr
+    assert p.returncode == 2 and "Traceback" not in p.stderr and "10 or 12 layers" in p.stderr
+    r = estimate(job, {"pp": 2, "layers": 12, "microbatches": 4, "dp": 4}, graph=graph)
+    assert sorted(r.represents) == [0, 4] and r.world_size == 8
+    assert r.predicted.iteration_us > 0
 
 
 # ------------------------------------------------------------------------------ synthetic consistency
