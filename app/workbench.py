@@ -109,6 +109,10 @@ class WhatIfWorkbench(QObject):
         self._notice_timer = QTimer(self)
         self._notice_timer.setSingleShot(True)
         self._notice_timer.timeout.connect(lambda: self.status.setText(""))
+        self._summary_timer = QTimer(self)
+        self._summary_timer.setSingleShot(True)
+        self._summary_timer.setInterval(0)
+        self._summary_timer.timeout.connect(self._show_summary)
 
         r = self.runner
         r.started.connect(self._on_started)
@@ -331,6 +335,7 @@ class WhatIfWorkbench(QObject):
         tl = self.window.timeline
         if s is None:
             tl.set_prediction(None)
+            self._summary_timer.stop()
             self.prediction.show_summary(None)
         else:
             mode = tl.overlay_mode
@@ -338,13 +343,18 @@ class WhatIfWorkbench(QObject):
                 # a replay of the traced ranks reads best as a ghost; a what-if as its own rows
                 mode = "ghost" if s.kind == "replay" else "paired"
             tl.set_prediction(s.overlay, mode)
-            self.prediction.show_summary(s.summary)
+            # the tables next event-loop turn: drawing the overlay and sizing the table columns
+            # (tens of ms each on a busy machine) then never add up to one long stall
+            self._summary_timer.start()
             self.scenario_list.select(s.id)
             self.panel.set_changes(s.changes)
             self.window.summaries.setCurrentWidget(self.prediction)
         self._sync_mode_combo()
         self._update_shown_label()
         self.scenario_shown.emit(s)
+
+    def _show_summary(self) -> None:
+        self.prediction.show_summary(self.shown.summary if self.shown is not None else None)
 
     def _shown_id(self) -> int:
         return self.shown.id if self.shown is not None else -1
@@ -390,7 +400,7 @@ class WhatIfWorkbench(QObject):
             else f"{sm.change_pct:+.1f} % vs the replayed baseline"
         )
         how = {
-            "ghost": "filled: measured · <b>dark outlines: predicted</b>",
+            "ghost": "filled: measured · <b>outlined: predicted</b>",
             "paired": "each measured row is followed by its <b>↳ predicted</b> row",
             "predicted": "predicted ranks only",
             "separate": "the predicted job's ranks (rebuilt by the estimator), then the measured ranks for reference",
