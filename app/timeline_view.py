@@ -794,7 +794,7 @@ class TimelineView(QWidget):
         self.canvas.setBackground(QColor(theme.background))
         self.item.set_theme(theme)
         if self.prediction is not None and len(self.item.layers) > 1:
-            self.item.layers[PREDICTED].style = self._predicted_style(self.overlay_mode)
+            self.item.layers[PREDICTED].style = self._predicted_style(self.shown_mode)
         self.overlay.theme = theme
         self.label_axis.theme = theme
         for ax in (self.time_axis,):

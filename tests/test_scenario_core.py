@@ -207,3 +207,17 @@ def test_explain_says_which_model_retimed_a_task_and_what_it_waited_for(demo) ->
     lines = dict(explain_task(r, 0, kernel))
     assert lines["Duration"].startswith("measured duration kept")
     assert "rank 0" in lines["Starts after"]
+
+
+def test_the_app_may_reuse_one_graph_for_every_run(demo) -> None:
+    """The app builds the execution graph once per job and passes it to every replay and estimate:
+    no run (structural rewrites included) may change it."""
+    job, baseline, graph = demo
+    before = {k: getattr(graph, k).copy() for k in ("dur", "anchor", "order", "sp_src", "sp_lag", "ep_src")}
+    estimate(job, {"pp": 4}, baseline=baseline, graph=graph)
+    estimate(job, {"hidden": 2048}, baseline=baseline, graph=graph)
+    replay(job, graph=graph, scale={"gemm": 2.0}, critical_paths=False)
+    assert all(np.array_equal(v, getattr(graph, k)) for k, v in before.items())
+    again = estimate(job, {"dp": 4}, baseline=baseline, graph=graph).predicted.iteration_us
+    fresh = estimate(job, {"dp": 4}, baseline=baseline, graph=build_graph(job)).predicted.iteration_us
+    assert again == fresh
