@@ -88,3 +88,20 @@ def test_data_parallel_replicas_are_labelled_with_the_ranks_they_stand_for(demo,
     wb.set_overlay_mode("measured")
     assert demo.timeline.prediction is None
     QApplication.processEvents()
+
+
+def test_a_click_right_after_opening_supersedes_the_baseline_replay_which_comes_back(qtbot) -> None:
+    w = make_window()
+    try:
+        with qtbot.waitSignal(w.job_loaded, timeout=60_000):
+            w.open_demo()
+        wb = w.workbench
+        assert wb.runner.running is not None and wb.runner.running.auto  # the replay has started
+        assert wb.request_estimate({"dp": 4})
+        assert [r.auto for r in wb.runner.queued] == [True]  # superseded, queued again
+        wait_loaded(w)
+        assert [s.name for s in wb.scenarios.values()] == ["DP 4", "baseline replay"]
+        assert wb.shown is not None and wb.shown.name == "DP 4"  # the replay did not take the view
+        qtbot.waitUntil(lambda: wb.runner.live_threads == 0, timeout=10_000)
+    finally:
+        close_window(w)
