@@ -227,8 +227,10 @@ class WhatIfRunner(QObject):
         return len(self._tasks)
 
     def set_job(self, loaded: LoadedJob | None, overrides: dict[str, Any] | None = None) -> None:
-        """Forget the previous job (cancelling its runs) and take ``loaded``'s baseline."""
-        self.cancel()
+        """Forget the previous job (cancelling its runs: a result already on its way is dropped by
+        its token) and take ``loaded``'s baseline."""
+        self._queue.clear()
+        self._drop_current()
         self.loaded = loaded
         self.overrides = dict(overrides or {})
         self.cache = GraphCache(loaded.job) if loaded is not None else None
@@ -271,11 +273,15 @@ class WhatIfRunner(QObject):
         return True
 
     def cancel(self) -> None:
-        """Stop the running task and forget the queue (the user pressed Cancel)."""
+        """Stop the running task and forget the queue (the user pressed Cancel). Its result is
+        dropped even if it was already on its way; the thread ends at its next progress report."""
         self._queue.clear()
-        task = self._tasks.get(self._current) if self._current is not None else None
-        if task is not None:
-            task.cancel()
+        req = self._current_request
+        if req is None:
+            return
+        self._drop_current()
+        self.cancelled.emit(req)
+        self.idle.emit()
 
     def shutdown(self, timeout_ms: int = 60_000) -> None:
         """Cancel and wait for every task (before the window goes away)."""
