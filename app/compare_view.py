@@ -56,9 +56,11 @@ def _pct(v: float) -> str:
 
 
 def _delta_color(r: DeltaRow) -> QColor | None:
-    if r.unit != "ms" or abs(r.delta) < 1e-6:
+    # more time is worse for the iteration, a kernel or a collective; a breakdown part moving
+    # (say, more overlap) is neither good nor bad by itself
+    if r.unit != "ms" or r.section == "breakdown" or abs(r.delta) < 1e-6:
         return None
-    return QColor("#B42318" if r.delta > 0 else "#1B7F3B")  # more time is worse
+    return QColor("#B42318" if r.delta > 0 else "#1B7F3B")
 
 
 class ComparePane(QWidget):
