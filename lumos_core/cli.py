@@ -19,6 +19,7 @@ COMMANDS: dict[str, str] = {
     "inspect": "summarise a trace folder: ranks, streams, iterations, clock offsets",
     "replay": "replay the execution graph and compare with the measured iterations",
     "estimate": "predict a configuration that was never run (DP/TP/PP, microbatches, model size, GPU)",
+    "sweep": "estimate every configuration of a grid of knobs (local process pool or Ray), resumable CSV",
     "synth": "generate a SYNTHETIC Megatron-style trace folder (demos, tests, scale benchmarks)",
 }
 

@@ -15,12 +15,11 @@ from typing import Any
 
 from .baseline import infer_baseline
 from .breakdown import Breakdown
-from .config import Baseline, problems
-from .errors import Cancelled, LumosError
-from .estimate import estimate
+from .config import Baseline
 from .graph import ExecutionGraph, build_graph
 from .knobs import INT_KNOBS, coerce_value
 from .progress import Progress, no_progress, scaled
+from .sweep_point import estimate_point
 from .trace import Job
 
 
@@ -120,30 +119,12 @@ def sweep(
     for k, value in enumerate(values):
         changes = {**(fixed or {}), knob: coerce_value(knob, value)}
         sub = scaled(progress, 0.1 + 0.9 * k / n, 0.1 + 0.9 * (k + 1) / n)
-        config = baseline.config.with_changes(**changes)
-        found = problems(config, baseline)
-        if found:
-            points.append(
-                SweepPoint(knob, value, config.world_size, math.nan, None, math.nan, "; ".join(found))
-            )
-            continue
-        try:
-            r = estimate(job, config, baseline=baseline, graph=graph, progress=sub)
-        except Cancelled:
-            raise
-        except LumosError as exc:
-            points.append(SweepPoint(knob, value, config.world_size, math.nan, None, math.nan, str(exc)))
-            continue
-        rep = r.replayed.iteration_us
+        row = estimate_point(job, graph, baseline, changes, progress=sub)  # as every grid sweep
         points.append(
-            SweepPoint(
-                knob,
-                value,
-                r.world_size,
-                r.predicted.iteration_us,
-                r.predicted.breakdown,
-                100.0 * (r.predicted.iteration_us / rep - 1) if rep else 0.0,
-            )
+            SweepPoint(knob, value, row.world_size, row.iteration_us, row.breakdown, row.change_pct)
+            if row.ok
+            else SweepPoint(knob, value, row.world_size, math.nan, None, math.nan, row.note)
         )
-        sub(1.0, f"{knob} = {value}: {r.predicted.iteration_us / 1000:.2f} ms")
+        if row.ok:
+            sub(1.0, f"{knob} = {value}: {row.iteration_us / 1000:.2f} ms")
     return points

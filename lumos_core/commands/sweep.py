@@ -1,0 +1,134 @@
+"""``lumos sweep PATH --grid "dp=8,16 pp=1,2"``: estimate every configuration of a grid."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from pathlib import Path
+
+import orjson
+
+from ..baseline import infer_baseline
+from ..knobs import OVERRIDABLE, parse_changes
+from ..loader import load_job
+from ..sweep_engines import ENGINES, make_engine
+from ..sweep_grid import parse_grid
+from ..sweep_point import TOKENS_UNKNOWN
+from ..sweep_results import ResultsFile, format_table, row_to_dict
+from ..sweep_run import SweepReport, run_grid
+from .common import add_load_arguments, load_from_args, terminal_progress
+
+DESCRIPTION = """Estimate every configuration of a grid of what-if knobs (one `lumos estimate` each) and
+write a table: configuration, world size, predicted iteration time, breakdown, and tokens/s per GPU
+when the batch is known. Combinations that cannot be estimated are kept as skipped rows with the
+reason.
+
+With --out the rows are appended to the CSV as they finish: an interrupted sweep keeps them, and
+running the same command again resumes (configurations already in the file are not estimated
+again; --restart starts over).
+
+Engines: "local" (default) is a process pool over this machine's cores; "ray" runs the same tasks on
+a Ray cluster (--address, or a local Ray instance started for the sweep; pip install "lumos[ray]").
+
+GRID: KNOB=VALUES separated by spaces; VALUES comma-separated, or LOW-HIGH for the powers of two
+in between (integer knobs). Knobs: dp tp pp microbatches schedule layers hidden ffn heads seq
+micro_batch gpu nvlink_gbps network_gbps.
+
+Examples:
+  lumos sweep traces/ --grid "dp=8,16,32,64 pp=1,2,4 microbatches=4,8,16" --out results.csv
+  lumos sweep traces/ --grid "dp=8-1024 gpu=H100,A100" --jobs 2
+  lumos sweep traces/ --grid "dp=16,32" --engine ray --address ray://head:10001"""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    add_load_arguments(p)
+    p.add_argument("--grid", required=True, help='knobs and values, e.g. "dp=8,16,32 pp=1,2,4"')
+    p.add_argument("--gpu", default=None, help="GPU profile for every configuration (H100, H200, A100, ...)")
+    p.add_argument(
+        "--fixed",
+        default=None,
+        metavar="CHANGES",
+        help='other knobs held for every configuration, e.g. "network_gbps=50,schedule=gpipe"',
+    )
+    p.add_argument("--engine", choices=ENGINES, default="local", help="where to estimate (default: local)")
+    p.add_argument(
+        "--jobs", "-j", type=int, default=None, metavar="N", help="parallel workers (default: cores)"
+    )
+    p.add_argument("--address", default=None, help="Ray cluster address (--engine ray; default: a local Ray)")
+    p.add_argument(
+        "--out", type=Path, default=None, metavar="CSV", help="results file (resumed when it exists)"
+    )
+    p.add_argument("--restart", action="store_true", help="overwrite the results file instead of resuming")
+    p.add_argument("--json", action="store_true", help="print the rows as JSON instead of a table")
+    b = p.add_argument_group("baseline values the trace does not record")
+    for k in OVERRIDABLE:
+        b.add_argument(
+            f"--baseline-{k.replace('_', '-')}", type=int, default=None, metavar="N", dest=f"baseline_{k}"
+        )
+
+
+def run(args: argparse.Namespace) -> int:
+    fixed = parse_changes(args.fixed) if args.fixed else {}
+    if args.gpu:
+        fixed["gpu"] = args.gpu
+    grid = parse_grid(args.grid, fixed)
+    engine = make_engine(args.engine, args.jobs, args.address)
+    if args.engine == "ray":
+        from ..sweep_engines import import_ray
+
+        import_ray()  # say how to install it before loading anything
+    job = load_from_args(args, load_job)
+    overrides = {k: getattr(args, f"baseline_{k}") for k in OVERRIDABLE}
+    baseline = infer_baseline(job, {k: v for k, v in overrides.items() if v is not None})
+    results = ResultsFile(args.out, grid.columns, restart=args.restart) if args.out else None
+    if results is not None and results.done and not args.quiet:
+        print(f"lumos sweep: resuming {args.out} ({len(results.done)} row(s) already there)", file=sys.stderr)
+    try:
+        report = run_grid(
+            job,
+            grid,
+            engine,
+            baseline=baseline,
+            results=results,
+            progress=terminal_progress(not args.quiet),
+        )
+    except KeyboardInterrupt:
+        if results is not None:
+            sys.stderr.write(
+                f"\nlumos sweep: interrupted; {len(results.done)} row(s) kept in {args.out} - "
+                "run the same command again to resume\n"
+            )
+        raise
+    finally:
+        engine.close()
+        if results is not None:
+            results.close()
+    if args.json:
+        doc = {
+            **report.as_dict(),
+            "out": str(args.out) if args.out else None,
+            "columns": grid.columns,
+            "rows": [row_to_dict(r, grid.columns) for r in report.rows],
+        }
+        sys.stdout.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n")
+    else:
+        print(format_report(report, args.out))
+    return 0
+
+
+def format_report(report: SweepReport, out: Path | None) -> str:
+    rows = report.rows
+    ok = sum(r.ok for r in rows)
+    lines = [format_table(rows, report.grid.columns), ""]
+    lines.append(
+        f"{len(rows)} configurations: {ok} estimated, {len(rows) - ok} skipped"
+        + (f", {report.resumed} read back from {out}" if report.resumed else "")
+        + f"; {report.estimated} estimated in {report.seconds:.1f} s ({report.engine} engine, "
+        f"{report.workers} workers)"
+    )
+    if any(r.ok and math.isnan(r.tokens_per_s_per_gpu) for r in rows):
+        lines.append(TOKENS_UNKNOWN)
+    if out is not None:
+        lines.append(f"results: {out}")
+    return "\n".join(lines)
