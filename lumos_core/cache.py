@@ -147,12 +147,33 @@ def load(path: Path, root: Path | None = None) -> RankTrace | None:
             warnings=list(meta["warnings"]),
             **{k: arrays[k] for k in _ARRAYS},
         )
-        if len(rank.start) != len(rank.dur) or len(rank.args_start) != len(rank.start):
-            raise ValueError("inconsistent columns")
+        _check_shapes(rank)
         return rank
     except Exception:  # any failure to read an entry means: rebuild it
         shutil.rmtree(target, ignore_errors=True)
         return None
+
+
+def _check_shapes(rank: RankTrace) -> None:
+    """Raise ValueError unless the columns fit together (free: shapes only, plus two elements).
+
+    A column of another length (a partial write, a file from another entry) would otherwise load
+    and fail later, or index the wrong events."""
+    n = len(rank.start)
+    per_event = [
+        getattr(rank, k) for k in _ARRAYS if not k.startswith(("flow_", "instant_", "args_data", "lane_"))
+    ]
+    flows = {len(getattr(rank, k)) for k in _ARRAYS if k.startswith("flow_")}
+    coll = {len(getattr(rank.collectives, c)) for c in COLLECTIVE_COLUMNS}
+    if (
+        any(a.ndim != 1 or len(a) != n for a in per_event)
+        or len(flows) > 1
+        or len(coll) > 1
+        or len(rank.instant_name) != len(rank.instant_ts)
+        or len(rank.lane_begin) != len(rank.lanes) + 1
+        or (len(rank.lane_begin) and int(rank.lane_begin[-1]) != n)
+    ):
+        raise ValueError("inconsistent columns")
 
 
 def clear(root: Path | None = None) -> int:

@@ -36,6 +36,7 @@ _SKIPPED_CATEGORIES = frozenset({"Trace"})
 _STREAM_NAME = re.compile(r"stream\s*(-?\d{1,18})(?!\d)", re.IGNORECASE | re.ASCII)
 _MAX_SPAN_US = 1e12  # ~11.6 days: a longer span means corrupt timestamps, not a real recording
 _I64 = 2**63
+_MAX_TS_US = 2.0**64  # no clock counts µs beyond uint64: larger ts/dur values are corrupt
 
 
 def read_trace_json(path: str | Path, notes: list[str] | None = None) -> Any:
@@ -322,7 +323,8 @@ class _Columns:
                         if ts is None:
                             bad_time += 1
                             continue
-                    elif ts != ts:  # NaN
+                    # NaN, infinite, or beyond any µs clock (float() of such ints overflows later)
+                    if not -_MAX_TS_US < ts < _MAX_TS_US:
                         bad_time += 1
                         continue
                     if type(dur) is not float and type(dur) is not int:
@@ -333,6 +335,9 @@ class _Columns:
                     if not dur >= 0:  # negative or NaN
                         neg_dur += 1
                         dur = 0
+                    elif not dur < _MAX_TS_US:  # infinite or absurd: not a duration
+                        bad_time += 1
+                        continue
                     kind = kind_of.get(cat, other) if type(cat) is str else other
                     args = e.get("args")
                     if kind in gpu_kinds:

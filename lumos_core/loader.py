@@ -367,7 +367,8 @@ def _put_on_common_time_base(job: Job) -> None:
         # Raw time bases decades apart cannot be one job, and the shifts would overflow int64 ns.
         raise FolderError(
             f"the folder mixes traces of different jobs: {Path(job.rank(last).file).name} was recorded "
-            f"{(last_start - origin) / 3.15e16:.0f} years after {Path(job.rank(first).file).name}"
+            f"{(last_start - origin) // 31_557_600_000_000_000:,} years after "  # int: may exceed float
+            f"{Path(job.rank(first).file).name}"
         )
     job.origin_ns = origin
     for t in job.ranks:

@@ -273,6 +273,8 @@ HOSTILE_VALUES: list[Any] = [
     2**64 + 1,
     -(2**70),
     10**30,
+    10**400,  # beyond float range: float() of it overflows
+    1e300,
     True,
     None,
     [],
@@ -596,7 +598,7 @@ class Outcome:
 STATS: dict[str, int] = {}
 
 
-def _count(key: str) -> None:
+def count(key: str) -> None:
     STATS[key] = STATS.get(key, 0) + 1
 
 
@@ -612,7 +614,7 @@ def check_path(path: Path, file_names: list[str] | None = None, *, replay_too: b
             assert "out of memory" not in msg, f"a small input exhausted memory: {msg}"
             assert "\n" not in msg, f"error message spans lines: {msg!r}"
             assert any(n in msg for n in names) or str(path) in msg, f"message names no file: {msg!r}"
-            _count("error")
+            count("error")
             return Outcome("error", msg)
         for s in job.skipped:
             assert "Lumos bug" not in s.reason, s.reason
@@ -623,19 +625,19 @@ def check_path(path: Path, file_names: list[str] | None = None, *, replay_too: b
             graph = build_graph(job)
         except GraphError as exc:
             assert "Lumos bug" not in str(exc)
-            _count("no graph")
+            count("no graph")
             return Outcome("no graph", str(exc))
         check_graph(graph)
         if not replay_too:
-            _count("loaded")
+            count("loaded")
             return Outcome("loaded")
         try:
             result = replay(job, graph=graph)
         except GraphError as exc:
-            _count("no replay")
+            count("no replay")
             return Outcome("no graph", str(exc))
         assert np.all(result.end >= result.start)
-        _count("replayed")
+        count("replayed")
         return Outcome("replayed")
 
 

@@ -14,6 +14,7 @@ Regression inputs of the bugs the fuzzing found are kept as ``@example``s.
 from __future__ import annotations
 
 import functools
+import math
 import os
 import re
 from pathlib import Path
@@ -23,7 +24,7 @@ import fuzzing as F
 import numpy as np
 import orjson
 import pytest
-from hypothesis import HealthCheck, example, given, settings
+from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 from tracegen import TraceBuilder
 
@@ -45,6 +46,8 @@ def budget(ci_examples: int) -> settings:
         deadline=None,  # wall time is bounded per input by fuzzing.time_limit instead (CI machines vary)
         database=None,  # nothing written into the repository
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+        # no "explain" phase: re-running a failing multi-rank input hundreds of times takes minutes
+        phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink],
         print_blob=True,
     )
 
@@ -151,6 +154,18 @@ def test_mutated_events_load_or_fail_cleanly(work, seed, plan, as_list, style, c
     group="synthetic2", plans=[[("set_arg_where", "nccl", 0, "Group size", 2**40)], [], []],
     drop_collectives=[False, True, False], whole_folder=True,
 )  # fmt: skip
+@example(  # infinite timestamps reached the median arithmetic (NaN, a RuntimeWarning)
+    group="synthetic2", plans=[[("set_all", "ts", -math.inf)], [("set_all", "ts", math.inf)], []],
+    drop_collectives=[False, False, False], whole_folder=True,
+)  # fmt: skip
+@example(  # a rank at ts 1e308 µs: the "years apart" message overflowed float()
+    group="synthetic2", plans=[[], [], [("set", 0, "ts", "12.5"), ("set_all", "ts", 1e308)]],
+    drop_collectives=[False, False, False], whole_folder=True,
+)  # fmt: skip
+@example(  # integer timestamps and durations beyond float range
+    group="synthetic2", plans=[[("set", 2, "ts", 10**400)], [("set", 2, "dur", 10**400)], []],
+    drop_collectives=[False, False, False], whole_folder=True,
+)  # fmt: skip
 def test_multi_rank_folders_with_partial_collectives(
     work, group, plans, drop_collectives, whole_folder
 ) -> None:
@@ -240,6 +255,7 @@ def test_streaming_parser_agrees_with_whole_document(work, seed, plan, style, bl
     ):
         assert np.array_equal(getattr(whole, col), getattr(streamed, col)), col
     assert whole.strings == streamed.strings and whole.metadata == streamed.metadata
+    F.count("stream == whole document")
 
 
 def parse_with_block(path: Path, block: int):  # type: ignore[no-untyped-def]
