@@ -269,16 +269,20 @@ def _outcome(config: JobConfig, ranks: list[RankTrace]) -> Outcome:
 
 
 def _replica_layout(job: Job, base: JobConfig, config: JobConfig) -> dict[int, list[int]]:
-    """Traced rank -> ranks of the new job it stands for (data-parallel replicas are copies)."""
+    """Traced rank -> the ranks of the new job it stands for. Ranks are numbered as Megatron does
+    (tensor-parallel fastest, then data-parallel, then pipeline); a new rank is a copy of the traced
+    rank in the same pipeline stage with its tensor- and data-parallel position folded onto the
+    traced ones (replicas run the same work)."""
     out: dict[int, list[int]] = {}
-    model_ranks = base.tp * base.pp
-    new_world = config.world_size
-    for t in job.ranks:
-        r = t.rank
-        pos, dp_idx = r % model_ranks, r // model_ranks
-        mine = [pos + model_ranks * d for d in range(config.dp) if d % max(base.dp, 1) == dp_idx]
-        out[r] = [x for x in mine if x < new_world] or ([] if dp_idx >= config.dp else [r])
-    return {r: v for r, v in out.items() if v}
+    traced = {t.rank for t in job.ranks}
+    for new in range(config.world_size):
+        t_new = new % config.tp
+        d_new = (new // config.tp) % config.dp
+        p_new = new // (config.tp * config.dp)
+        src = (t_new % base.tp) + base.tp * ((d_new % base.dp) + base.dp * p_new)
+        if src in traced:
+            out.setdefault(src, []).append(new)
+    return out
 
 
 # ------------------------------------------------------------------------------------ re-timing rules
@@ -456,12 +460,40 @@ def _retime_compute(
         f"heads x{heads_ratio:g}" if heads_ratio != 1 else "",
     )
     ew = np.flatnonzero(task & np.isin(fam, _memory_fams()))
+    # Elementwise kernels scale with the tensors they touch: the launching op's recorded input shapes
+    # say which dimensions those are (a layer norm over hidden is not sharded by TP; a GELU over the
+    # FFN is). Without shapes, tokens x hidden (/ TP).
+    values = value_map(base, config)
+    by_ratio: dict[float, list[int]] = {}
+    fallback: list[int] = []
+    for v, dims in zip(ew.tolist(), _launching_op_dims(job, graph, ew)):
+        r = dims_ratio(dims, values) if dims is not None else None
+        (by_ratio.setdefault(round(r, 6), []) if r is not None else fallback).append(v)  # type: ignore[arg-type]
+    for r, nodes in by_ratio.items():
+        plan.apply(np.asarray(nodes), r, "elementwise / norm / copies", "bytes of the launching op's recorded shapes")
     plan.apply(
-        ew,
+        np.asarray(fallback, np.int64),
         tok_ratio * h_ratio * (tp_ratio if config.tp != base.tp else 1.0),
         "elementwise / norm / copies",
-        "bytes ∝ tokens · hidden",
+        "bytes ∝ tokens · hidden (no recorded shapes)",
     )
+
+
+def _launching_op_dims(job: Job, graph: ExecutionGraph, nodes: np.ndarray) -> list[Any]:
+    """Input Dims of the CPU op that launched each GPU node (None when not recorded)."""
+    by_rank = {t.rank: t for t in job.ranks}
+    out: list[Any] = []
+    cache: dict[tuple[int, int], Any] = {}
+    for v in nodes.tolist():
+        r, e = int(graph.rank[v]), int(graph.event[v])
+        t = by_rank[r]
+        launch = int(t.launch[e]) if e >= 0 else -1
+        op = int(t.parent[launch]) if launch >= 0 else -1
+        key = (r, op)
+        if key not in cache:
+            cache[key] = t.args_of(op).get("Input Dims") if op >= 0 and t.kind[op] == Kind.CPU_OP else None
+        out.append(cache[key])
+    return out
 
 
 def _retime_cpu_ops(

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import gzip
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Sequence
@@ -54,6 +55,7 @@ def event_text(t: RankTrace) -> bytes:
     durs = t.dur.tolist()
     a_start = t.args_start.tolist()
     a_len = t.args_len.tolist()
+    corrs = t.correlation.tolist()
     data = t.args_data.tobytes()
     lane_pid = [ln.pid if not ln.is_gpu else ln.device for ln in t.lanes]
     lane_tid = [ln.tid if not ln.is_gpu else ln.stream for ln in t.lanes]
@@ -63,6 +65,8 @@ def event_text(t: RankTrace) -> bytes:
         cat = cat_json[cats[i]] if cats[i] >= 0 else orjson.dumps(_CATEGORY[Kind(kinds[i])])
         a = a_start[i]
         args = data[a : a + a_len[i]] or b"{}"
+        if corrs[i] >= 0:  # a rewritten timeline renumbers launches: the column, not the old args, is right
+            args = _with_correlation(args, corrs[i])
         parts.append(
             b'{"ph":"X","cat":%s,"name":%s,"pid":%d,"tid":%d,"ts":%.3f,"dur":%.3f,"args":%s}'
             % (cat, name_json[names[i]], lane_pid[ln], lane_tid[ln], starts[i] / 1000, durs[i] / 1000, args)
@@ -77,6 +81,18 @@ def event_text(t: RankTrace) -> bytes:
         }
         parts.append(orjson.dumps(meta))
     return b",\n".join(parts)
+
+
+_CORRELATION = re.compile(rb'"correlation":\s*-?\d+')
+
+
+def _with_correlation(args: bytes, corr: int) -> bytes:
+    """``args`` (a JSON object) with its correlation id set to ``corr``."""
+    field = b'"correlation":%d' % corr
+    out, n = _CORRELATION.subn(field, args, count=1)
+    if n:
+        return out
+    return b"{%s}" % field if args.strip() == b"{}" else b"{%s,%s" % (field, args.lstrip()[1:])
 
 
 def _header(t: RankTrace, rank: int, world: int, extra: dict[str, Any]) -> dict[str, Any]:

@@ -219,28 +219,28 @@ def dims_ratio(dims: Any, values: dict[int, int]) -> float | None:
 
 
 def width_map(base: JobConfig, new: JobConfig) -> dict[int, int]:
-    """Old width -> new width for every dimension a hidden/FFN/TP change moves (sharded ones too)."""
-    sizes: dict[int, int] = {}
+    """Old width -> new width of the weight dimensions a hidden/FFN/TP change moves: hidden, 3 x
+    hidden (fused QKV), FFN, and their tensor-parallel shards (Megatron splits QKV and FFN columns
+    and the projection rows). A value two different widths share is ambiguous and left out."""
     h, h2 = base.hidden, new.hidden or base.hidden
     f, f2 = base.ffn, new.ffn or base.ffn
     tp, tp2 = base.tp, new.tp
+    pairs: list[tuple[int, int]] = []
     if h and h2:
-        for mult in (1, 2, 3):
-            for div in {1, tp}:
-                w = mult * h // div
-                if w * div == mult * h:
-                    sizes[w] = max(
-                        1, mult * h2 * div // (div * (tp2 if div > 1 else 1)) if div > 1 else mult * h2
-                    )
-        if tp != tp2:  # sharded widths: hidden/tp -> hidden'/tp'
-            sizes[3 * h // tp] = 3 * h2 // tp2
-            sizes[h // tp] = h2 // tp2
+        pairs += [(h, h2), (3 * h, 3 * h2)]
+        if tp > 1 or tp2 > 1:
+            pairs += [(h // tp, h2 // tp2), (3 * h // tp, 3 * h2 // tp2)]
     if f and f2:
-        sizes[f] = f2 if tp == 1 and tp2 == 1 else sizes.get(f, f2)
-        sizes[f // tp] = f2 // tp2
-        if tp == 1:
-            sizes[f] = f2 // tp2 if tp2 > 1 else f2
-    return {k: v for k, v in sizes.items() if k != v}
+        pairs.append((f, f2))
+        if tp > 1 or tp2 > 1:
+            pairs.append((f // tp, f2 // tp2))
+    out: dict[int, int] = {}
+    bad: set[int] = set()
+    for a, b in pairs:
+        if a in out and out[a] != b:
+            bad.add(a)
+        out[a] = b
+    return {k: v for k, v in out.items() if k not in bad and k != v}
 
 
 def layer_gemm_flops(hidden: int, ffn: int) -> float:

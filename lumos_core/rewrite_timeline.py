@@ -12,7 +12,7 @@ from collections import defaultdict
 import numpy as np
 import orjson
 
-from .graph import NodeType
+from .graph import EdgeKind, ExecutionGraph, NodeType
 from .rank_analysis import analyse_rank
 from .rewrite import _PP_STREAM, Rewritten
 from .trace import Collectives, Kind, Lane, LaneRole, RankTrace
@@ -92,6 +92,8 @@ def rewritten_timelines(
     """Predicted RankTraces (one per simulated rank) and, per rank, the graph node of every event."""
     g = rw.graph
     out: list[RankTrace] = []
+    labels = _collective_labels(rw)
+    coll_events: dict[int, set[int]] = {}
     node_of_rows: dict[int, np.ndarray] = {}
     for nr in sorted(rw.lanes):
         rows = _Rows()
@@ -101,6 +103,7 @@ def rewritten_timelines(
             (rw.new_rank == nr) & (g.node_type != NodeType.JOIN) & (g.node_type != NodeType.ARRIVE)
         )
         corr_base = 1 << 40
+        solo: dict[str, int] = defaultdict(int)  # instances of collectives no other simulated rank joins
         desc: dict[tuple[int, int, int], list[int]] = defaultdict(list)  # (inst, src rank, ancestor) -> rows
         for v in nodes.tolist():
             s_node = int(g.arrive_of[v]) if g.arrive_of[v] >= 0 else v
@@ -114,8 +117,9 @@ def rewritten_timelines(
                     lane,
                     int(start[s_node]),
                     int(end[v] - start[s_node]),
-                    corr_base + v,
+                    corr_base + _launcher(g, s_node),
                     v,
+                    labels.get(_join_of(g, v)),
                 )
                 continue
             src = by_rank[int(g.rank[v])]
@@ -131,7 +135,9 @@ def rewritten_timelines(
                 int(end[v] - start[s_node]),
                 new_corr,
                 int(src.external_id[e]),
-                rows.args_ref(src, e),
+                _collective_args(rows, src, e, _label(g, v, nr, labels, solo))
+                if e in coll_events.setdefault(src.rank, set(src.collectives.event.tolist()))
+                else rows.args_ref(src, e),
                 v,
             )
             if src.kind[e] not in _GPU:
@@ -225,15 +231,92 @@ def _make_lanes(sources: list[tuple[int, int]], by_rank: dict[int, RankTrace]) -
     return lanes
 
 
+def _collective_labels(rw: Rewritten) -> dict[int, tuple[str, int]]:
+    """Join node -> (group suffix, sequence number) for every collective instance of the new job.
+
+    Copied collectives keep the arguments of the traced ones, so several instances (template copies,
+    other pipeline stages) would carry one process group name and Seq: an exported prediction read
+    back would join the wrong kernels. Naming the group by the simulated ranks that take part and
+    numbering its instances keeps every instance distinct and the same on all of its ranks."""
+    g = rw.graph
+    new_rank = np.asarray(rw.new_rank)
+    out: dict[int, tuple[str, int]] = {}
+    count: dict[str, int] = defaultdict(int)
+    for j in np.flatnonzero(g.node_type == NodeType.JOIN).tolist():
+        srcs = g.sp_src[g.sp_ptr[j] : g.sp_ptr[j + 1]]
+        members = sorted({int(r) for r in new_rank[srcs].tolist()})
+        key = "-".join(map(str, members))
+        out[j] = (key, count[key])
+        count[key] += 1
+    return out
+
+
+def _label(
+    g: ExecutionGraph, v: int, nr: int, labels: dict[int, tuple[str, int]], solo: dict[str, int]
+) -> tuple[str, int]:
+    """The group suffix and Seq of collective node ``v`` on simulated rank ``nr``. A collective no
+    other simulated rank joins (its peers are copies of ``nr``) is numbered per rank, in node order,
+    which every copy shares."""
+    label = labels.get(_join_of(g, v)) if g.arrive_of[v] >= 0 else None
+    if label is not None:
+        return label
+    key = f"{nr}"
+    solo[key] += 1
+    return key, solo[key] - 1
+
+
+def _join_of(g: ExecutionGraph, v: int) -> int:
+    """The JOIN node a collective transfer node follows (-1 if none)."""
+    for j in g.sp_src[g.sp_ptr[v] : g.sp_ptr[v + 1]].tolist():
+        if g.node_type[j] == NodeType.JOIN:
+            return int(j)
+    return -1
+
+
+def _collective_args(rows: _Rows, src: RankTrace, e: int, label: tuple[str, int] | None) -> tuple[int, int]:
+    if label is None:
+        return rows.args_ref(src, e)
+    args = src.args_of(e)
+    pg = args.get("Process Group Name") or args.get("Process Group Ranks") or "pg"
+    return rows.own_args({**args, "Process Group Name": f"{pg}@ranks {label[0]}", "Seq": label[1]})
+
+
+def _launcher(g: ExecutionGraph, v: int) -> int:
+    """The CPU node that launches GPU node ``v`` (``v`` itself for CPU nodes and unlaunched work), so
+    that a created launch and its kernel share one correlation id."""
+    lo, hi = int(g.sp_ptr[v]), int(g.sp_ptr[v + 1])
+    for j in range(lo, hi):
+        if g.sp_kind[j] == EdgeKind.LAUNCH:
+            return int(g.sp_src[j])
+    return v
+
+
 def _add_p2p(
-    rows: _Rows, what: str, node_type: int, lane: int, start: int, dur: int, corr: int, node: int
+    rows: _Rows,
+    what: str,
+    node_type: int,
+    lane: int,
+    start: int,
+    dur: int,
+    corr: int,
+    node: int,
+    label: tuple[str, int] | None = None,
 ) -> None:
     op = what.split("+")[0]
+    group = {"Seq": label[1]} if label else {}
     if op == "allreduce":
         if node_type == NodeType.CPU:
             rows.add(int(Kind.CPU_OP), "cpu_op", "c10d::allreduce_", lane, start, dur, -1, -1, (0, 0), node)
         else:
-            args = rows.own_args({"Collective name": "allreduce", "dtype": "BFloat16", "lumos_created": True})
+            args = rows.own_args(
+                {
+                    "Collective name": "allreduce",
+                    "dtype": "BFloat16",
+                    "lumos_created": True,
+                    **({"Process Group Name": f"gradients@ranks {label[0]}"} if label else {}),
+                    **group,
+                }
+            )
             rows.add(
                 int(Kind.KERNEL),
                 "kernel",
@@ -271,9 +354,10 @@ def _add_p2p(
             {
                 "Collective name": op,
                 "dtype": "BFloat16",
-                "Process Group Name": "pipeline",
+                "Process Group Name": f"pipeline@ranks {label[0]}" if label else "pipeline",
                 "Group size": 2,
                 "lumos_created": True,
+                **group,
             }
         )
         rows.add(

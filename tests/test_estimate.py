@@ -239,6 +239,25 @@ def test_pipeline_rewrite_builds_the_schedule(synth_base) -> None:
     assert [it.name for it in stage0.iterations][:2] == ["ProfilerStep#1", "ProfilerStep#2"]
 
 
+def test_exported_pipeline_rebuild_links_every_launch_to_its_own_kernel(synth_base, tmp_path) -> None:
+    """Rebuilt schedules copy template events many times: the export must renumber their correlation
+    ids (not keep the template's args), or a reloaded prediction links launches to the wrong kernels
+    and its graph has cycles."""
+    from lumos_core.export import write_job
+    from lumos_core.trace import Kind
+
+    r = estimate(synth_base, {"pp": 4, "microbatches": 8})
+    out = tmp_path / "pp4"
+    write_job(r.timeline, r.represents, out, r.world_size)
+    job = load_job(out, use_cache=False)
+    t = next(x for x in job.ranks if x.rank == 0)
+    kernels = t.correlation[t.kind == Kind.KERNEL]
+    assert len(kernels) > 0 and len(np.unique(kernels)) == len(kernels)
+    linked = np.count_nonzero(t.launch[t.kind == Kind.KERNEL] >= 0)
+    assert linked == len(kernels)
+    build_graph(job)  # no cycle
+
+
 def test_gpipe_schedule_is_slower_than_1f1b_only_by_memory_not_time(synth_base) -> None:
     a = estimate(synth_base, {"pp": 4, "microbatches": 8, "schedule": "1f1b"}).predicted.iteration_us
     b = estimate(synth_base, {"pp": 4, "microbatches": 8, "schedule": "gpipe"}).predicted.iteration_us
