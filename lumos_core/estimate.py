@@ -14,6 +14,7 @@ expanded when its timeline is exported.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -216,6 +217,7 @@ def estimate(
             old_dur[p.rank] = t.dur.copy()
         represents = {layout[r][0]: layout[r] for r in layout}
     predicted = _outcome(config, timeline)
+    _note_cpu_bound(replayed, predicted, notes)
     progress(1.0, "estimate done")
     return EstimateResult(
         baseline=baseline,
@@ -231,6 +233,22 @@ def estimate(
         seconds=time.perf_counter() - t0,
         notes=notes,
     )
+
+
+def _note_cpu_bound(replayed: Outcome, predicted: Outcome, notes: list[str]) -> None:
+    """Say so when the GPU work changed but the iteration did not: the CPU (Python, launches) sets
+    the pace, and the saving only shows as idle GPU time."""
+    busy = lambda o: o.breakdown.exposed_compute_ns + o.breakdown.overlapped_ns + o.breakdown.exposed_comm_ns  # noqa: E731
+    if not replayed.iteration_us or not busy(replayed):
+        return
+    it_change = predicted.iteration_us / replayed.iteration_us - 1
+    busy_change = busy(predicted) / busy(replayed) - 1
+    if abs(it_change) < 0.005 and abs(busy_change) > 0.02:
+        notes.append(
+            f"GPU busy time changes {100 * busy_change:+.1f}% but the iteration only {100 * it_change:+.2f}%: "
+            "the CPU thread (Python and launch calls) sets the pace of this job, so faster or slower "
+            "GPU work mostly changes idle GPU time (see the critical path in lumos replay --json)"
+        )
 
 
 def _has_collectives(job: Job) -> bool:
@@ -345,13 +363,19 @@ def plan_retiming(
 
     # --- model shape: tokens, hidden, FFN ---
     tok_ratio = _ratio(config.seq, base.seq) * _ratio(config.micro_batch, base.micro_batch)
-    sizes = width_map(base, config)
+    # Widths a hidden/FFN change moves, at the trace's TP (sharded widths included); the TP split
+    # itself divides every layer GEMM's work (Megatron splits QKV/FFN columns and the projection
+    # rows, and the LM head by vocabulary).
+    sizes = width_map(base, dataclasses.replace(config, tp=base.tp))
     h_ratio = _ratio(config.hidden, base.hidden)
     shape_change = tok_ratio != 1.0 or bool(sizes) or config.tp != base.tp
     if shape_change and has_gpu:
         _retime_compute(job, graph, plan, fam, task, base, config, sizes, tok_ratio, h_ratio, gpu_old)
     elif shape_change:
         _retime_cpu_ops(graph, plan, ranks, base, config, sizes, tok_ratio, h_ratio)
+
+    if has_gpu and base.tp == 1 and config.tp > 1:
+        _add_tp_allreduces(job, graph, plan, fam, task, baseline, config, gpu_new, tok_ratio, notes)
 
     # --- hardware ---
     if gpu_new.name != gpu_old.name and has_gpu:
@@ -370,6 +394,69 @@ def plan_retiming(
         job, graph, plan, baseline, config, model, gpu_old, gpu_new, tok_ratio, h_ratio, notes
     )
     return plan
+
+
+def _add_tp_allreduces(
+    job: Job,
+    graph: ExecutionGraph,
+    plan: RetimePlan,
+    fam: np.ndarray,
+    task: np.ndarray,
+    baseline: Baseline,
+    config: JobConfig,
+    gpu: GpuProfile,
+    tok_ratio: float,
+    notes: list[str],
+) -> None:
+    """Tensor parallelism added to a trace without it: Megatron all-reduces the activations after
+    the attention projection and the second FFN GEMM in the forward pass, and the input gradients of
+    the QKV and first FFN GEMMs in the backward pass (4 per layer and microbatch), synchronously on
+    the compute stream. Those GEMMs are found by shape (tokens x {hidden, 3 hidden, FFN} -> hidden)
+    and each is followed by the all-reduce's alpha-beta time at the new TP size; one backward GEMM
+    shares a forward shape, so the times are scaled to 4 per layer."""
+    base = baseline.config
+    h, f = base.hidden, base.ffn
+    tokens = baseline.fields["tokens"].value if "tokens" in baseline.fields else None
+    if not (h and f and tokens):
+        notes.append(
+            "TP all-reduces not added: the trace's hidden/FFN size or tokens are unknown "
+            "(give --baseline-hidden and --baseline-ffn)"
+        )
+        return
+    gemm = np.flatnonzero(task & (fam == Family.GEMM))
+    shapes = _gemm_shapes_of_nodes(job, graph, gemm)
+    hit = np.asarray(
+        [s is not None and s[0] == tokens and s[2] == h and s[1] in (h, 3 * h, f) for s in shapes], bool
+    )
+    nodes = gemm[hit] if len(gemm) else gemm
+    if len(nodes) == 0:
+        notes.append("TP all-reduces not added: no layer GEMM with a recorded shape was found")
+        return
+    h2 = config.hidden or h
+    nbytes = float(round(tokens * tok_ratio) * h2 * 2)
+    seconds = costs.collective_time(
+        CollectiveKind.ALL_REDUCE, nbytes, config.tp, gpu, inter_node=config.tp > gpu.gpus_per_node
+    )
+    per_rank = np.bincount(graph.rank[nodes] - graph.rank[nodes].min())
+    layers = base.layers or 0
+    expected = 4 * layers * max(base.microbatches, 1)
+    iters = {t.rank: max(len(t.iterations), 1) for t in job.ranks}
+    share = np.ones(len(nodes))
+    if expected:
+        r0 = graph.rank[nodes].min()
+        for r, n in enumerate(per_rank.tolist()):
+            if n:
+                sel = graph.rank[nodes] == r + r0
+                share[sel] = min(1.0, expected * iters.get(int(r + r0), 1) / n)
+    add = seconds * 1e9 * share
+    cur = np.maximum(graph.dur[nodes] * plan.ratio[nodes], 1.0)
+    plan.apply(
+        nodes,
+        (cur + add) / cur,
+        "TP all-reduce",
+        "alpha-beta after each row-parallel GEMM (and input-gradient GEMM), on the compute stream",
+        f"{nbytes / 2**20:.1f} MiB over {config.tp} GPUs, {seconds * 1e6:.0f} µs each",
+    )
 
 
 def _compute_fams() -> list[int]:
@@ -423,12 +510,12 @@ def _retime_compute(
     for v, shape in zip(gemm.tolist(), shaped):
         (by_shape.setdefault(shape, []) if shape else unshaped).append(v)  # type: ignore[arg-type]
     for shape, nodes in by_shape.items():
-        r = gemm_ratio(shape, sizes, tok_ratio, gpu, gpu)
+        r = gemm_ratio(shape, sizes, tok_ratio, gpu, gpu) * tp_ratio
         plan.apply(
             np.asarray(nodes),
             r,
             "GEMM",
-            "FLOPs of the recorded shape, roofline efficiency",
+            "FLOPs of the recorded shape, roofline efficiency" + (" / TP" if tp_ratio != 1 else ""),
             f"{shape[0]}x{shape[1]}x{shape[2]} scaled",
         )
     if unshaped:
@@ -470,7 +557,9 @@ def _retime_compute(
         r = dims_ratio(dims, values) if dims is not None else None
         (by_ratio.setdefault(round(r, 6), []) if r is not None else fallback).append(v)  # type: ignore[arg-type]
     for r, nodes in by_ratio.items():
-        plan.apply(np.asarray(nodes), r, "elementwise / norm / copies", "bytes of the launching op's recorded shapes")
+        plan.apply(
+            np.asarray(nodes), r, "elementwise / norm / copies", "bytes of the launching op's recorded shapes"
+        )
     plan.apply(
         np.asarray(fallback, np.int64),
         tok_ratio * h_ratio * (tp_ratio if config.tp != base.tp else 1.0),

@@ -226,6 +226,33 @@ def test_rewrite_matches_the_job_synthesised_in_that_configuration(
     )
 
 
+@pytest.mark.parametrize("tp", [1, 4])
+def test_tensor_parallel_change_matches_the_synthesised_job(tp: int, synth_base, tmp_path: Path) -> None:
+    """TP 2 -> 1 or 4 re-times GEMMs, attention and elementwise work and the TP all-reduces; CPU
+    launch costs that TP does not change keep the error larger than for DP/PP (we hold 10%)."""
+    target = {**BASE, "tp": tp}
+    truth = load_job(_synth(tmp_path / f"tp{tp}", **target), use_cache=False)
+    want = estimate(truth, {}).measured.iteration_us
+    got = estimate(synth_base, {"tp": tp})
+    assert got.world_size == truth.world_size
+    assert got.predicted.iteration_us == pytest.approx(want, rel=0.10), (tp, got.predicted.iteration_us, want)
+
+
+def test_tensor_parallelism_added_to_a_trace_without_it(nanogpt) -> None:
+    """nanogpt has no TP: TP 2 halves its layer GEMMs and adds 4 all-reduces per layer."""
+    job, graph = nanogpt
+    r = estimate(job, {"tp": 2}, graph=graph)
+    rules = {x.what: x for x in r.retimed}
+    assert "TP all-reduce" in rules
+    per_rank_iter = rules["TP all-reduce"].count / len(job.ranks) / len(job.ranks[0].iterations)
+    assert 4 * 10 <= per_rank_iter <= 4 * 14  # 4 per layer, ~11-12 layers
+    gemm = [x for x in r.retimed if x.what == "GEMM" and "768x2304" in x.detail]
+    assert gemm and "/ TP" in gemm[0].model
+    busy = r.predicted.breakdown.exposed_compute_ns + r.predicted.breakdown.overlapped_ns
+    busy0 = r.replayed.breakdown.exposed_compute_ns + r.replayed.breakdown.overlapped_ns
+    assert busy < 0.95 * busy0
+
+
 def test_pipeline_rewrite_builds_the_schedule(synth_base) -> None:
     r = estimate(synth_base, {"pp": 4, "microbatches": 8})
     assert sorted(r.represents) == [0, 4, 8, 12] and r.world_size == 16
