@@ -33,6 +33,7 @@ from .loaded_job import LoadedJob
 from .prediction_details import describe_predicted, describe_rebuilt, describe_with_prediction
 from .prediction_pane import PredictionPane
 from .scenarios import ScenarioList
+from .sweep_dialog import GridSweepDialog
 from .sweep_view import SweepView
 from .theme import Theme
 from .timeline_view import OVERLAY_MODES, PREDICTED, Hit
@@ -137,6 +138,7 @@ class WhatIfWorkbench(QObject):
         sl.export_tables_requested.connect(self.ask_export_tables)
         self.sweep.sweep_requested.connect(self.request_sweep)
         self.sweep.keep_requested.connect(lambda knob, value: self.request_estimate({knob: value}))
+        self.grid_sweep = GridSweepDialog(self)  # wires itself: panel button, Make scenario, baseline
         self._on_baseline_changed()
 
     # ---------------------------------------------------------------- window integration
@@ -180,6 +182,7 @@ class WhatIfWorkbench(QObject):
         cancel.setShortcut(QKeySequence("Ctrl+."))
         cancel.triggered.connect(self.runner.cancel)
         run_menu.addAction(cancel)
+        run_menu.addAction(self.grid_sweep.open_action)
         run_menu.addSeparator()
         for label, tab in (
             ("Show &Timeline", None),
@@ -220,6 +223,7 @@ class WhatIfWorkbench(QObject):
 
     def shutdown(self) -> None:
         self.runner.shutdown()
+        self.grid_sweep.shutdown()
         for task in self._export_tasks.values():
             task.cancel()
         for task in list(self._export_tasks.values()):
@@ -231,6 +235,7 @@ class WhatIfWorkbench(QObject):
         self.prediction.apply_theme(theme)
         self.compare.apply_theme(theme)
         self.sweep.apply_theme(theme)
+        self.grid_sweep.apply_theme(theme)
 
     def notify(self, text: str, timeout_ms: int = 5000) -> None:
         """A passing message in the status bar (it never replaces the window's own status text,

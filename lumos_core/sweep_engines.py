@@ -6,8 +6,10 @@ each worker once, never per configuration: the pool's initializer receives it pi
 process; Ray keeps one copy in its object store (``ray.put``) that each worker process fetches the
 first time and then keeps.
 
-``engine.run(context, points)`` yields ``(index, GridRow)`` as configurations finish (in any order).
-Closing the generator early (an error, a cancel, Ctrl-C) stops the work still queued or running.
+``engine.run(context, points, tick_s)`` yields ``(index, GridRow)`` as configurations finish (in any
+order), and ``None`` when ``tick_s`` seconds passed without one (so a caller can refresh its ETA or
+notice a cancel while a long estimate runs). Closing the generator early (an error, a cancel,
+Ctrl-C) stops the work still queued or running.
 """
 
 from __future__ import annotations
@@ -47,7 +49,9 @@ class Engine(Protocol):
     @property
     def workers(self) -> int: ...
 
-    def run(self, context: SweepContext, points: list[dict[str, Any]]) -> Iterator[tuple[int, GridRow]]: ...
+    def run(
+        self, context: SweepContext, points: list[dict[str, Any]], tick_s: float | None = None
+    ) -> Iterator[tuple[int, GridRow] | None]: ...
 
     def close(self) -> None: ...
 
@@ -105,7 +109,9 @@ class LocalEngine:
     def workers(self) -> int:
         return self.jobs or os.cpu_count() or 1
 
-    def run(self, context: SweepContext, points: list[dict[str, Any]]) -> Iterator[tuple[int, GridRow]]:
+    def run(
+        self, context: SweepContext, points: list[dict[str, Any]], tick_s: float | None = None
+    ) -> Iterator[tuple[int, GridRow] | None]:
         if not points:
             return
         payload = pickle.dumps(context, protocol=pickle.HIGHEST_PROTOCOL)  # once, whatever the workers
@@ -118,15 +124,19 @@ class LocalEngine:
         )
         finished = False
         try:
-            futures = [pool.submit(_estimate_in_worker, i, changes) for i, changes in enumerate(points)]
-            for fut in cf.as_completed(futures):
-                try:
-                    yield fut.result()
-                except cf.process.BrokenProcessPool:
-                    raise LumosError(
-                        "a sweep worker process died (most likely out of memory: try fewer --jobs); "
-                        "finished configurations are kept"
-                    ) from None
+            pending = {pool.submit(_estimate_in_worker, i, changes) for i, changes in enumerate(points)}
+            while pending:
+                done, pending = cf.wait(pending, timeout=tick_s, return_when=cf.FIRST_COMPLETED)
+                if not done:
+                    yield None
+                for fut in done:
+                    try:
+                        yield fut.result()
+                    except cf.process.BrokenProcessPool:
+                        raise LumosError(
+                            "a sweep worker process died (most likely out of memory: try fewer --jobs); "
+                            "finished configurations are kept"
+                        ) from None
             finished = True
         finally:
             _stop_pool(pool, wait=finished)
@@ -224,7 +234,9 @@ class RayEngine:
             self._started = True
         return ray
 
-    def run(self, context: SweepContext, points: list[dict[str, Any]]) -> Iterator[tuple[int, GridRow]]:
+    def run(
+        self, context: SweepContext, points: list[dict[str, Any]], tick_s: float | None = None
+    ) -> Iterator[tuple[int, GridRow] | None]:
         if not points:
             return
         ray = self.connect()
@@ -238,7 +250,9 @@ class RayEngine:
                 while waiting and len(pending) < limit:
                     i, changes = waiting.pop()
                     pending.append(task.remote(box, i, changes))
-                done, pending = ray.wait(pending, num_returns=1)
+                done, pending = ray.wait(pending, num_returns=1, timeout=tick_s)
+                if not done:
+                    yield None
                 for ref in done:
                     try:
                         yield ray.get(ref)

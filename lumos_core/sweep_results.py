@@ -207,3 +207,16 @@ def format_table(rows: list[GridRow], knobs: list[str]) -> str:
         cells = [c.rjust(w) if i >= len(knobs) else c.ljust(w) for i, (c, w) in enumerate(zip(line, widths))]
         out.append("  ".join(cells) + ("  " + line[-1] if line[-1] else ""))
     return "\n".join(out)
+
+
+def pareto_front(rows: list[GridRow]) -> list[int]:
+    """Indices of the estimated rows that no other beats on both GPUs and iteration time (fewer or
+    as many GPUs and less or as much time, one of them strictly), by increasing GPUs."""
+    ok = sorted((r.world_size, r.iteration_us, i) for i, r in enumerate(rows) if r.ok)
+    front: list[int] = []
+    best = math.inf
+    for _gpus, t, i in ok:
+        if t < best:  # faster than everything with fewer GPUs (and the fastest at these GPUs)
+            front.append(i)
+            best = t
+    return front

@@ -26,6 +26,8 @@ from .sweep_point import GridRow, point_key, skipped_row
 from .sweep_results import ResultsFile
 from .trace import Job
 
+_TICK_S = 0.25  # a long estimate still lets progress run (cancel, ETA) this often
+
 
 @dataclass
 class SweepReport:
@@ -95,12 +97,18 @@ def run_grid(
         graph = graph or build_graph(job, progress=scaled(progress, 0.0, 0.0))
         context = SweepContext(job, graph, baseline)
         progress(0.0, f"0/{len(todo)} configurations ({engine.name} engine, {engine.workers} workers)")
-        with contextlib.closing(engine.run(context, todo)) as finished:
-            for _, row in finished:
-                record(row)
-                estimated += 1
-                skipped += not row.ok
-                progress(estimated / len(todo), f"{estimated}/{len(todo)} {row.key}")
+        last = ""
+        with contextlib.closing(engine.run(context, todo, _TICK_S)) as finished:
+            for item in finished:
+                if item is not None:  # None: nothing finished for a while (ETA refresh, cancel)
+                    row = item[1]
+                    record(row)
+                    estimated += 1
+                    skipped += not row.ok
+                    last = row.key
+                progress(
+                    estimated / len(todo), f"{estimated}/{len(todo)} configurations" + (last and f"; {last}")
+                )
     progress(1.0, f"{len(points)} configurations")
     return SweepReport(
         grid=grid,
