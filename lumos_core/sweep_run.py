@@ -109,7 +109,8 @@ def run_grid(
                 progress(
                     estimated / len(todo), f"{estimated}/{len(todo)} configurations" + (last and f"; {last}")
                 )
-    progress(1.0, f"{len(points)} configurations")
+    if not todo:
+        progress(1.0, f"{len(points)} configurations, nothing left to estimate")
     return SweepReport(
         grid=grid,
         rows=[rows[point_key(c)] for c in points],

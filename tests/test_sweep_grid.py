@@ -203,3 +203,16 @@ def test_a_results_file_of_another_grid_is_refused(tmp_path) -> None:
         ResultsFile(out, ["dp", "gpu"])
     ResultsFile(out, ["dp", "gpu"], restart=True).close()
     assert out.read_text().startswith("config,dp,gpu,world_size")
+
+
+def test_the_pareto_front_keeps_what_nothing_beats_on_gpus_and_time() -> None:
+    from lumos_core.sweep_point import OK, GridRow
+    from lumos_core.sweep_results import pareto_front
+
+    def row(gpus: int, ms: float, status: str = OK) -> GridRow:
+        return GridRow({"dp": gpus}, gpus, status, iteration_us=ms * 1000)
+
+    rows = [row(16, 50), row(8, 90), row(8, 80), row(32, 50), row(64, 20), row(16, 70), row(4, 10, SKIPPED)]
+    # 8 GPUs: 80 ms beats 90; 16: 50; 32 is no faster than 16 with fewer GPUs; 64: 20; skipped rows never count
+    assert pareto_front(rows) == [2, 0, 4]
+    assert pareto_front([]) == []
