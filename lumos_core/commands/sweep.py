@@ -26,7 +26,8 @@ reason.
 
 With --out the rows are appended to the CSV as they finish: an interrupted sweep keeps them, and
 running the same command again resumes (configurations already in the file are not estimated
-again; --restart starts over).
+again; --restart starts over, as it should after changing the trace or a --baseline-* value:
+rows are known by their configuration only).
 
 Engines: "local" (default) is a process pool over this machine's cores; "ray" runs the same tasks on
 a Ray cluster (--address, or a local Ray instance started for the sweep; pip install "lumos[ray]").
