@@ -16,6 +16,7 @@ import gc
 import gzip
 import json
 import math
+import os
 import re
 import zlib
 from pathlib import Path
@@ -36,6 +37,7 @@ _SKIPPED_CATEGORIES = frozenset({"Trace"})
 _STREAM_NAME = re.compile(r"stream\s*(-?\d{1,18})(?!\d)", re.IGNORECASE | re.ASCII)
 _MAX_SPAN_US = 1e12  # ~11.6 days: a longer span means corrupt timestamps, not a real recording
 _I64 = 2**63
+WHOLE_DOCUMENT_FACTOR = 10  # memory of orjson's dict tree of a whole trace, per byte of text
 _MAX_TS_US = 2.0**64  # no clock counts µs beyond uint64: larger ts/dur values are corrupt
 
 
@@ -98,7 +100,17 @@ def parse_trace_file(path: str | Path) -> RankTrace:
     try:
         try:
             return _parse_streaming(Path(path))
-        except NotStreamable:
+        except NotStreamable as exc:
+            # The whole document's dict tree takes ~10x the text. A file the machine cannot hold
+            # that way (a multi-GB trace cut short by a killed job) gets the batch reader's reason
+            # instead of the OOM killer.
+            need = text_bytes(Path(path)) * WHOLE_DOCUMENT_FACTOR
+            if need > available_memory():
+                raise TraceError(
+                    f"cannot be read in batches ({exc}; the file may be truncated) and parsing it "
+                    f"whole would need about {need / 2**30:.1f} GiB of memory, more than is available",
+                    str(path),
+                ) from None
             notes: list[str] = []
             doc = read_trace_json(path, notes)
             rank = convert_document(doc, str(path))
@@ -107,6 +119,37 @@ def parse_trace_file(path: str | Path) -> RankTrace:
     finally:
         if was_enabled:
             gc.enable()
+
+
+def text_bytes(path: Path) -> int:
+    """Size of the JSON text of ``path``: the file size, or a gzip file's recorded uncompressed size."""
+    try:
+        size = path.stat().st_size
+        with path.open("rb") as fh:
+            if fh.read(2) != b"\x1f\x8b" or size < 18:
+                return size
+            fh.seek(-4, os.SEEK_END)
+            isize = int.from_bytes(fh.read(4), "little")  # size mod 2**32
+    except OSError:
+        return 0
+    # >4 GiB wrapped: assume 8x compression. Deflate cannot expand more than ~1032x, so a larger
+    # ISIZE is a corrupt trailer, not a huge file (a 200-byte broken .gz must not "need" GiBs).
+    return isize if size <= isize <= size * 1032 else size * 8
+
+
+def available_memory() -> int:
+    """Memory the system can give this process now (bytes)."""
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return int(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):
+        return 1 << 40
 
 
 def _parse_streaming(path: Path) -> RankTrace:

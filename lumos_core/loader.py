@@ -26,15 +26,17 @@ from . import cache
 from .clocks import ClockAlignment, estimate_offsets
 from .collectives import CollectiveMatch, match_collectives
 from .errors import FolderError, LumosError, TraceError
-from .kineto_reader import parse_trace_file
+from .kineto_reader import available_memory, parse_trace_file, text_bytes
 from .progress import Progress, no_progress
 from .trace import MAX_RANKS, Job, RankTrace, SkippedFile
 
 TRACE_SUFFIXES = (".json", ".json.gz")
 _RANK_IN_NAME = re.compile(r"(?:^|[^a-z])(?:rank|worker)[-_ ]?(\d+)(?!\d)", re.IGNORECASE)
-# Parsing a JSON tree takes ~8-10x the text size in memory; used to bound parallelism and refuse
-# files the machine cannot hold (instead of being killed by the OOM killer).
-_TREE_FACTOR = 10
+# Parsing a rank in batches takes 2-4x its JSON text (2.0x resident for a 1 GiB H100 rank in
+# bench/bench_big_folder.py; under 4x address space for small dense events in
+# tests/test_large_traces.py; the whole-document fallback, ~10x, checks memory itself). Used to
+# bound parallelism and to refuse files the machine cannot hold (instead of the OOM killer).
+_TREE_FACTOR = 5
 # Ranks whose raw timestamps lie further apart than this (~36 years) are not one job.
 _MAX_SPREAD_NS = 2**60
 # Below this much data, starting worker processes costs more than it saves.
@@ -182,37 +184,19 @@ def _load_one(path_str: str, use_cache: bool) -> RankTrace | str:
 
 
 def _estimated_tree_bytes(path: Path) -> int:
-    """Rough memory to parse ``path``: ~10x the JSON text (gzip: its recorded uncompressed size)."""
-    try:
-        size = path.stat().st_size
-        with path.open("rb") as fh:
-            magic = fh.read(2)
-            if magic == b"\x1f\x8b" and size >= 18:
-                fh.seek(-4, os.SEEK_END)
-                isize = int.from_bytes(fh.read(4), "little")  # size mod 2**32
-                # >4 GiB wrapped: assume 8x compression. Deflate cannot expand more than ~1032x,
-                # so a larger ISIZE is a corrupt trailer, not a huge file (it made a 200-byte
-                # broken .gz "need" GiBs of memory instead of being reported as corrupt).
-                text = isize if size <= isize <= size * 1032 else size * 8
-            else:
-                text = size
-    except OSError:
-        return 0
-    return text * _TREE_FACTOR
+    """Rough memory to parse ``path`` with the batch parser (gzip: its recorded uncompressed size)."""
+    return text_bytes(path) * _TREE_FACTOR
 
 
 def _available_memory() -> int:
-    try:
-        with open("/proc/meminfo") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    try:
-        return int(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
-    except (ValueError, OSError, AttributeError):
-        return 1 << 40
+    return available_memory()
+
+
+def _single_threaded() -> bool:
+    """True when forking is safe: no other Python thread runs. threading does not list threads it
+    did not start, so the caller must also be the main thread: the app loads on a QThread (its GUI
+    thread runs on meanwhile) and used to fork there. (OpenBLAS's own threads are fork-safe.)"""
+    return threading.active_count() == 1 and threading.current_thread() is threading.main_thread()
 
 
 def _parse_all(todo: list[Path], workers: int | None, use_cache: bool):  # type: ignore[no-untyped-def]
@@ -245,7 +229,7 @@ def _parse_all(todo: list[Path], workers: int | None, use_cache: bool):  # type:
     # worker thread, and forking a multi-threaded process can deadlock, so use forkserver there.
     method = (
         "fork"
-        if threading.active_count() == 1 and "fork" in multiprocessing.get_all_start_methods()
+        if _single_threaded() and "fork" in multiprocessing.get_all_start_methods()
         else ("forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn")
     )
     ctx = multiprocessing.get_context(method)

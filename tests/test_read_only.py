@@ -146,7 +146,7 @@ def test_parallel_workers_and_the_cli_write_nothing_there(own_cache: Path) -> No
     before = snapshot()
     load_job(shared("h100-nanogpt-8rank"), workers=2)  # parsing processes save the cache entries
     env = {**os.environ, "LUMOS_CACHE_DIR": str(own_cache)}
-    for args in (["inspect", str(shared("dlrm-v100-8rank"))], ["replay", str(shared("dlrm-v100-8rank"))]):
+    for args in (["inspect", str(shared("dlrm-v100-8rank"))], ["replay", str(shared("a100-ddp-2rank"))]):
         out = subprocess.run(
             [sys.executable, "-m", "lumos_core", *args], cwd=REPO, env=env, capture_output=True, text=True
         )
