@@ -270,7 +270,7 @@ class GridSweepDialog(QDialog):
         self.open_action = QAction("S&weep Grid…", workbench.window)
         self.open_action.setShortcut(QKeySequence("Ctrl+Shift+W"))
         self.open_action.triggered.connect(self.open_dialog)
-        self.panel_button = QPushButton("Sweep…")
+        self.panel_button = QPushButton("Sweep these knobs…")
         self.panel_button.setToolTip("Sweep a grid of these knobs in the background (time vs knob, Pareto)")
         self.panel_button.clicked.connect(self.open_dialog)
         _add_to_panel_buttons(workbench.panel, self.panel_button)
@@ -628,10 +628,17 @@ def _as_point(knob: str, row: GridRow) -> SweepPoint:
 
 
 def _add_to_panel_buttons(panel: QWidget, button: QPushButton) -> None:
-    """Put ``button`` beside the What-if panel's Estimate / Replay / Reset buttons."""
+    """Put ``button`` on its own line under the What-if panel's Estimate / Replay / Reset buttons (in
+    their row it would widen the dock, and with it shrink the timeline)."""
     reset = getattr(panel, "reset_button", None)
+    row = QHBoxLayout()
+    row.addWidget(button)
+    row.addStretch(1)
     for lay in panel.findChildren(QHBoxLayout):
-        if reset is not None and lay.indexOf(reset) >= 0:
-            lay.addWidget(button)
+        outer = lay.parent()
+        if reset is not None and lay.indexOf(reset) >= 0 and isinstance(outer, QVBoxLayout):
+            outer.insertLayout(outer.indexOf(lay) + 1, row)
             return
-    panel.layout().addWidget(button)
+    layout = panel.layout()
+    assert isinstance(layout, QVBoxLayout)
+    layout.addLayout(row)

@@ -68,7 +68,7 @@ def wait_done(d, timeout_s: float) -> float:  # type: ignore[no-untyped-def]
 
 def test_the_what_if_panel_and_the_run_menu_open_the_dialog(win) -> None:
     d = win.workbench.grid_sweep
-    assert d.panel_button.parent() is not None and d.panel_button.text() == "Sweep…"
+    assert d.panel_button.parent() is not None and d.panel_button.text() == "Sweep these knobs…"
     d.panel_button.click()
     assert d.isVisible()
     assert d.open_action in win.menuBar().actions()[-1].menu().actions() or any(
