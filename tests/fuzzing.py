@@ -436,13 +436,16 @@ def wait_cycle_events(events: list[Any], salt: int) -> list[dict[str, Any]]:
     ka = by_stream[a][salt % len(by_stream[a])]
     kb = by_stream[b][salt % len(by_stream[b])]
     calls = {
-        e["args"].get("correlation"): e
+        e["args"]["correlation"]: e
         for e in events
-        if _is_cat(e, "cuda_runtime", "cuda_driver") and isinstance(e.get("args"), dict)
+        if _is_cat(e, "cuda_runtime", "cuda_driver")
+        and isinstance(e.get("args"), dict)
+        and isinstance(e["args"].get("correlation"), int)
     }
     launch_ts = []
     for k in (ka, kb):
-        call = calls.get(k["args"].get("correlation"))
+        corr = k["args"].get("correlation")
+        call = calls.get(corr) if isinstance(corr, int) else None
         ts = call.get("ts") if call is not None else None
         launch_ts.append(float(ts) if isinstance(ts, (int, float)) and math.isfinite(ts) else float(k["ts"]))
     t_wait, t_rec = min(launch_ts) - 0.5, max(launch_ts) + 0.5
