@@ -148,6 +148,14 @@ class ResultsFile:
                 continue  # a damaged row: estimated again
             self.done[record["config"]] = row
 
+    def rows_on_disk(self) -> int:
+        """Complete rows in the file now (what an interrupted sweep kept, even when the interrupt
+        came between a row's write and its bookkeeping)."""
+        self._fh.flush()
+        data = self.path.read_bytes()
+        data = data[: data.rfind(b"\n") + 1]
+        return max(sum(1 for _ in csv.reader(io.StringIO(data.decode("utf-8")))) - 1, 0)
+
     def append(self, row: GridRow) -> None:
         csv.writer(self._fh).writerow(row_to_record(row, self.knobs))
         self._fh.flush()

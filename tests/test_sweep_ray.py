@@ -38,7 +38,7 @@ SWEEP_NANOGPT = [
 
 @pytest.fixture(scope="module")
 def local_ray():  # type: ignore[no-untyped-def]
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield
     ray.shutdown()
 

@@ -97,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         if results is not None:
             sys.stderr.write(
-                f"\nlumos sweep: interrupted; {len(results.done)} row(s) kept in {args.out} - "
+                f"\nlumos sweep: interrupted; {results.rows_on_disk()} row(s) kept in {args.out} - "
                 "run the same command again to resume\n"
             )
         raise
