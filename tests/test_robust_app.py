@@ -191,8 +191,10 @@ def test_reopening_the_same_folder_many_times(qtbot, leaks, tiny_jobs) -> None:
             w.open_path(tiny_jobs["dp2"])
             QApplication.processEvents()
         settle(w)
-        assert len(loaded) == 1 and w.loaded is loaded[0]
-        assert w.workbench.scenario_named("baseline replay") is not None
+        # a load that finished between two clicks was the newest then and may be shown; the
+        # window ends with the last one, and exactly one baseline replay of it
+        assert loaded and w.loaded is loaded[-1] and len(loaded) <= 12
+        assert [s.name for s in w.workbench.scenarios.values()] == ["baseline replay"]
     finally:
         close_window(w)
     leaks.assert_none_left()
