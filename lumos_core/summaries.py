@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from .breakdown import rank_breakdowns
+from .costs import bus_factor  # NCCL-tests factors, shared with the communication model
 from .kernel_families import Family, classify_names
 from .trace import CollectiveKind, Job, Kind, RankTrace
 
@@ -126,23 +127,6 @@ def family_totals(job: Job, rank: int | None = None) -> list[FamilyStat]:
 
 
 # ---------------------------------------------------------------- collectives
-
-
-def bus_factor(kind: CollectiveKind, n: int) -> float:
-    """NCCL-tests bus-bandwidth factor: busBw = algBw · factor, for ``n`` ranks.
-
-    >>> bus_factor(CollectiveKind.ALL_REDUCE, 8)
-    1.75
-    >>> bus_factor(CollectiveKind.ALL_GATHER, 8)
-    0.875
-    """
-    if n <= 1:
-        return 1.0
-    if kind == CollectiveKind.ALL_REDUCE:
-        return 2.0 * (n - 1) / n
-    if kind in (CollectiveKind.ALL_GATHER, CollectiveKind.REDUCE_SCATTER, CollectiveKind.ALL_TO_ALL):
-        return (n - 1) / n
-    return 1.0
 
 
 @dataclass(frozen=True)

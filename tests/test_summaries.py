@@ -37,7 +37,7 @@ def test_bus_factors_are_nccl_tests_factors() -> None:
     assert bus_factor(CollectiveKind.REDUCE_SCATTER, 8) == pytest.approx(7 / 8)
     assert bus_factor(CollectiveKind.ALL_TO_ALL, 4) == pytest.approx(3 / 4)
     assert bus_factor(CollectiveKind.BROADCAST, 8) == 1.0
-    assert bus_factor(CollectiveKind.ALL_REDUCE, 1) == 1.0
+    assert bus_factor(CollectiveKind.ALL_REDUCE, 1) == 0.0  # one rank moves nothing (as NCCL-tests reports)
 
 
 def test_top_kernels_of_rank0_sum_to_its_gpu_time(nanogpt) -> None:
