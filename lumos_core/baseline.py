@@ -18,6 +18,7 @@ import numpy as np
 from .config import Baseline, Inferred, JobConfig
 from .errors import ConfigError
 from .hardware import get_gpu
+from .kernel_families import GEMM_OPS
 from .trace import CollectiveKind, Job, Kind, RankTrace
 
 _P2P = (CollectiveKind.SEND, CollectiveKind.RECV, CollectiveKind.SEND_RECV)
@@ -26,15 +27,6 @@ _P2P = (CollectiveKind.SEND, CollectiveKind.RECV, CollectiveKind.SEND_RECV)
 _LAYER_NAME = re.compile(
     r"^(?:nn\.Module: )?(?:[\w.]*\.)?(?:layers?|h|blocks?|block)[._](\d+)$|^nn\.Module: \w*(?:Block|Layer)_(\d+)$"
 )
-_GEMM_OPS = {
-    "aten::mm",
-    "aten::addmm",
-    "aten::linear",
-    "aten::matmul",
-    "aten::bmm",
-    "nanogpt::mm",
-    "aten::_scaled_mm",
-}
 
 
 def layer_index(name: str) -> int | None:
@@ -164,7 +156,7 @@ def _gemm_shapes(job: Job) -> collections.Counter:
     """(M, K, N) of recorded GEMM calls over all ranks (2-D view: tokens x in -> out)."""
     shapes: collections.Counter = collections.Counter()
     for t in job.ranks[:4]:
-        ids = [i for i, s in enumerate(t.strings) if s in _GEMM_OPS]
+        ids = [i for i, s in enumerate(t.strings) if s in GEMM_OPS]
         if not ids:
             continue
         for ev in np.flatnonzero((t.kind == Kind.CPU_OP) & np.isin(t.name, ids))[:20000].tolist():

@@ -21,6 +21,19 @@ import numpy as np
 from .kineto_schema import collective_kind, is_comm_kernel
 from .trace import CollectiveKind, Kind, RankTrace
 
+# CPU operators whose kernels are matrix multiplies (their Input Dims give the GEMM's shape).
+GEMM_OPS = frozenset(
+    {
+        "aten::mm",
+        "aten::addmm",
+        "aten::linear",
+        "aten::matmul",
+        "aten::bmm",
+        "nanogpt::mm",
+        "aten::_scaled_mm",
+    }
+)
+
 
 class Family(IntEnum):
     """What kind of work an event is. The values are stable: they index colour tables."""

@@ -28,18 +28,9 @@ from . import costs
 from .config import JobConfig
 from .graph import ExecutionGraph, NodeType
 from .hardware import GpuProfile
-from .kernel_families import Family, classify_names
+from .kernel_families import GEMM_OPS, Family, classify_names
 from .trace import CollectiveKind, Kind, RankTrace
 
-_GEMM_OPS = {
-    "aten::mm",
-    "aten::addmm",
-    "aten::linear",
-    "aten::matmul",
-    "aten::bmm",
-    "nanogpt::mm",
-    "aten::_scaled_mm",
-}
 _COMPUTE_BOUND = (Family.GEMM, Family.ATTENTION)
 # ATen ops that only make views or read metadata: their cost does not grow with tensor size.
 _VIEW_OPS = frozenset(
@@ -266,7 +257,7 @@ def _cpu_op_families(strings: list[str]) -> np.ndarray:
     out = np.full(len(strings), int(Family.CPU_OP), np.int16)
     for i, s in enumerate(strings):
         low = s.lower()
-        if s in _GEMM_OPS:
+        if s in GEMM_OPS:
             out[i] = Family.GEMM
         elif "scaled_dot_product" in low or "attention" in low or "flash" in low:
             out[i] = Family.ATTENTION
