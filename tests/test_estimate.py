@@ -238,6 +238,7 @@ def test_tensor_parallel_change_matches_the_synthesised_job(tp: int, synth_base,
     assert got.predicted.iteration_us == pytest.approx(want, rel=0.10), (tp, got.predicted.iteration_us, want)
 
 
+@needs_shared
 def test_tensor_parallelism_added_to_a_trace_without_it(nanogpt) -> None:
     """nanogpt has no TP: TP 2 halves its layer GEMMs and adds 4 all-reduces per layer."""
     job, graph = nanogpt
