@@ -81,17 +81,25 @@ def estimate_offsets(job: Job, match: CollectiveMatch) -> ClockAlignment:
     rank_ids = np.asarray(sorted(set(r_obs.tolist())))
     r_idx = np.searchsorted(rank_ids, r_obs)
     inst_ids, k_idx = np.unique(i_obs, return_inverse=True)
-    off = _solve_offsets(r_idx, k_idx, e_obs, len(rank_ids), len(inst_ids))
+    off, roots = _solve_offsets(r_idx, k_idx, e_obs, len(rank_ids), len(inst_ids))
     if reference in rank_ids:
         off -= off[np.searchsorted(rank_ids, reference)]
     inst_end = _group_median(e_obs + off[r_idx], k_idx, len(inst_ids))
     dev = np.abs(e_obs + off[r_idx] - inst_end[k_idx])
     res = _group_median(dev, r_idx, len(rank_ids))
+    component = {r: r for r in ranks}  # rank -> lowest rank of the ranks its collectives link it to
     for j, r in enumerate(rank_ids.tolist()):
         offsets[r] = int(round(off[j]))
         residual[r] = int(round(res[j]))
         anchors[r] = int(np.count_nonzero(r_idx == j))
-    lonely = [r for r in ranks if anchors[r] == 0]
+        component[r] = int(rank_ids[roots[j]])
+    linked = _link_components_by_p2p(job, match, offsets, component, reference)
+    if linked:
+        notes.append(
+            f"{linked} group(s) of ranks that share no collective (pipeline stages) aligned on their "
+            "send/receive pairs"
+        )
+    lonely = [r for r in ranks if anchors[r] == 0 and component[r] == r and r != reference]
     if lonely and len(ranks) > 1:
         notes.append(f"ranks {lonely} share no collective with the others: their clocks are left as recorded")
     applied = any(abs(v) > max(_MIN_APPLY_NS, 3 * residual[r]) for r, v in offsets.items())
@@ -121,7 +129,7 @@ def _solve_offsets(
     link = ~first
     a, b, d = r_s[link], hub_r[link], hub_e[link] - e_s[link]  # o[a] - o[b] ~ d
     if len(a) == 0:
-        return np.zeros(n_ranks)
+        return np.zeros(n_ranks), np.arange(n_ranks)
     pair = a.astype(np.int64) * n_ranks + b
     porder = np.lexsort((d, pair))
     pair_s, d_s = pair[porder], d[porder]
@@ -156,7 +164,57 @@ def _solve_offsets(
         lap[root, :] = 0.0
         lap[root, root] = 1.0
         rhs[root] = 0.0
-    return np.linalg.solve(lap, rhs)
+    return np.linalg.solve(lap, rhs), np.asarray([find(x) for x in range(n_ranks)])
+
+
+def _link_components_by_p2p(
+    job: Job, match: CollectiveMatch, offsets: dict[int, int], component: dict[int, int], reference: int
+) -> int:
+    """Shift whole groups of ranks that no collective links (pipeline stages on other hosts) so that
+    their send/receive pairs end together. Point-to-point ends are weaker anchors than collective
+    ends (a small send can finish into the receiver's buffer early), so they only place groups the
+    collectives left unplaced, by the median over every pair between two groups. Returns how many
+    groups moved."""
+    p2p = np.isin(match.kind, [CollectiveKind.SEND, CollectiveKind.RECV, CollectiveKind.SEND_RECV])
+    ends: dict[int, list[tuple[int, float]]] = {}
+    for t in job.ranks:
+        inst = match.instance.get(t.rank)
+        if inst is None or len(inst) == 0:
+            continue
+        ok = inst >= 0
+        ok[ok] = p2p[inst[ok]] & (match.members[inst[ok]] == 2)
+        if not ok.any():
+            continue
+        ev = t.collectives.event[ok]
+        for k, e in zip(inst[ok].tolist(), (t.start[ev] + t.dur[ev]).tolist()):
+            ends.setdefault(k, []).append((t.rank, float(e) + offsets[t.rank]))
+    diffs: dict[tuple[int, int], list[float]] = {}
+    for pair in ends.values():
+        if len(pair) != 2:
+            continue
+        (ra, ea), (rb, eb) = pair
+        ca, cb = component[ra], component[rb]
+        if ca != cb:  # group cb's clock runs (eb - ea) ahead of group ca's
+            diffs.setdefault((ca, cb), []).append(eb - ea)
+            diffs.setdefault((cb, ca), []).append(ea - eb)
+    if not diffs:
+        return 0
+    placed = {component.get(reference, reference)}
+    moved = 0
+    frontier = list(placed)
+    while frontier:
+        c = frontier.pop()
+        for (a, b), d in sorted(diffs.items()):
+            if a != c or b in placed:
+                continue
+            shift = -float(np.median(d))
+            for r, root in component.items():
+                if root == b:
+                    offsets[r] = int(round(offsets[r] + shift))
+            placed.add(b)
+            frontier.append(b)
+            moved += 1
+    return moved
 
 
 def _group_median(values: np.ndarray, groups: np.ndarray, n_groups: int) -> np.ndarray:

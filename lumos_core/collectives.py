@@ -18,6 +18,12 @@ import numpy as np
 from .trace import CollectiveKind, Job, RankTrace
 
 _P2P = (int(CollectiveKind.SEND), int(CollectiveKind.RECV), int(CollectiveKind.SEND_RECV))
+# Sends from one rank to another are received in the order they were sent (NCCL matches point-to-
+# point operations per peer and direction), but a rank's Seq counts its sends and receives
+# together, and the two ends of a pipeline interleave them differently (stage 0 sends activations
+# twice before it receives a gradient; stage 1 alternates). So one direction of one pair is its own
+# group, matched in issue order, never by Seq.
+_DIRECTED = "|p2p:"
 _FULL_SEARCH = 512  # sequences up to this length try every shift; longer ones a window around 0
 
 
@@ -61,9 +67,15 @@ def _group_key(rank: RankTrace, row: int) -> str:
     c = rank.collectives
     pg = int(c.pg[row])
     key = rank.strings[pg] if pg >= 0 else "?"
-    if int(c.kind[row]) in _P2P and int(c.peer[row]) >= 0:
-        a, b = sorted((rank.rank, int(c.peer[row])))
-        key += f"|p2p:{a}-{b}"
+    kind, peer = int(c.kind[row]), int(c.peer[row])
+    if kind in _P2P and peer >= 0:
+        if kind == CollectiveKind.SEND:
+            key += f"{_DIRECTED}{rank.rank}->{peer}"
+        elif kind == CollectiveKind.RECV:
+            key += f"{_DIRECTED}{peer}->{rank.rank}"
+        else:
+            a, b = sorted((rank.rank, peer))
+            key += f"|p2p:{a}-{b}"
     return key
 
 
@@ -97,13 +109,14 @@ def match_collectives(job: Job) -> CollectiveMatch:
     notes: list[str] = []
     uses_seq = all(
         bool((job.rank(r).collectives.seq[rows] >= 0).all())
-        for per_rank in rows_by_group.values()
+        for key, per_rank in rows_by_group.items()
+        if "->" not in key
         for r, rows in per_rank.items()
     ) and bool(rows_by_group)
     by_rank = {t.rank: t for t in job.ranks}
 
     for key, per_rank in rows_by_group.items():
-        if uses_seq:
+        if uses_seq and "->" not in key:
             coords = {r: by_rank[r].collectives.seq[rows] for r, rows in per_rank.items()}
         else:
             coords = _align_by_order(by_rank, per_rank)

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..errors import LumosError
+from ..trace import CollectiveKind
 from .plan import (
     OP_BEGIN,
     OP_COLL,
@@ -110,7 +111,8 @@ class InstanceTable:
     """End times of collective instances, filled by pass 1 and read by pass 2.
 
     Keys: ``pg_index << 32 | seq`` for collectives (PyTorch's per-group sequence number) and
-    ``1 << 62 | low << 42 | high << 21 | seq`` for a p2p transfer between ranks low < high.
+    ``1 << 62 | src << 42 | dst << 21 | seq`` for the seq-th transfer from rank src to rank dst
+    (NCCL pairs sends and receives per peer and direction, in order).
     """
 
     __slots__ = ("arrivals", "expected", "n_arrived", "resolved", "woken")
@@ -141,9 +143,8 @@ class InstanceTable:
             self.woken.append(key)
 
 
-def p2p_key(a: int, b: int, seq: int) -> int:
-    lo, hi = (a, b) if a < b else (b, a)
-    return (1 << 62) | (lo << 42) | (hi << 21) | seq
+def p2p_key(src: int, dst: int, seq: int) -> int:
+    return (1 << 62) | (src << 42) | (dst << 21) | seq
 
 
 def run_rank(setup: RankSetup, table: InstanceTable, em: Emitter | None = None) -> Generator[int, None, None]:
@@ -168,7 +169,7 @@ def run_rank(setup: RankSetup, table: InstanceTable, em: Emitter | None = None) 
     avail = [0, 0, 0, 0, 0]  # per stream: end of the last kernel queued on it
     pend = [0, 0, 0, 0, 0]  # per stream: unresolved instance key of its last kernel, 0 if none
     seqs = [0, 0]  # per TP, DP group
-    pseqs = [0, 0]  # per pipeline peer (prev, next)
+    pseqs = [[0, 0], [0, 0]]  # per pipeline peer (prev, next): [receives, sends]
     stacks: tuple[list, list] = ([], [])
 
     for iteration in range(setup.iterations):
@@ -219,8 +220,10 @@ def run_rank(setup: RankSetup, table: InstanceTable, em: Emitter | None = None) 
                         n = setup.group_size[role]
                     else:
                         p = role - ROLE_PREV
-                        pseqs[p] += 1
-                        key = p2p_key(rank, setup.peers[p], pseqs[p])
+                        sending = c.kind == CollectiveKind.SEND
+                        pseqs[p][sending] += 1
+                        src, dst = (rank, setup.peers[p]) if sending else (setup.peers[p], rank)
+                        key = p2p_key(src, dst, pseqs[p][sending])
                         n = 2
                     j = 0.8 + 0.4 * rand()
                     t0 = clock[th] + int(GAP_NS[th] * (0.6 + 0.8 * rand()))
