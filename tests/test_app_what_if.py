@@ -81,10 +81,11 @@ def wait_idle(w, timeout_s: float = 60.0) -> None:  # type: ignore[no-untyped-de
 class LoopWatch:
     """Ticks every 10 ms on the GUI thread and records how late each tick is.
 
-    A gap counts as the app's stall when the process kept running meanwhile (its CPU time grew by
-    at least 90 % of the gap: a worker held the GIL, or the GUI thread was busy). On a machine
-    that others load, the OS may also deschedule the whole process; those gaps are reported too
-    (``max_gap_s``) but are not ours to fix.
+    A gap counts as the app's stall when the GUI thread itself was busy for most of it (its own
+    CPU time, ``time.thread_time``, grew by at least half the gap): work done on the GUI thread,
+    which is what must never happen. A gap in which the GUI thread merely waited (for the GIL
+    while a worker computes, or for a core on a machine that others load) is reported too
+    (``max_gap_s``) but not counted: the scheduler, not our code, decides those.
     """
 
     def __init__(self) -> None:
@@ -94,7 +95,7 @@ class LoopWatch:
         self.gaps: list[tuple[float, float]] = []
 
     def __enter__(self) -> LoopWatch:
-        self._last = (time.perf_counter(), time.process_time())
+        self._last = (time.perf_counter(), time.thread_time())
         self.timer.start()
         return self
 
@@ -102,7 +103,7 @@ class LoopWatch:
         self.timer.stop()
 
     def _tick(self) -> None:
-        now = (time.perf_counter(), time.process_time())
+        now = (time.perf_counter(), time.thread_time())
         self.gaps.append((now[0] - self._last[0], now[1] - self._last[1]))
         self._last = now
 
@@ -112,7 +113,7 @@ class LoopWatch:
 
     @property
     def max_stall_s(self) -> float:
-        return max((g for g, cpu in self.gaps if cpu >= 0.9 * g), default=0.0)
+        return max((g for g, cpu in self.gaps if cpu >= 0.5 * g), default=0.0)
 
 
 def scenario(w, name: str) -> Scenario:  # type: ignore[no-untyped-def]
@@ -440,3 +441,23 @@ def test_a_sweep_over_dp_draws_iteration_time_and_breakdown(win, qtbot) -> None:
 def test_the_runner_keeps_no_thread_behind(win) -> None:
     wait_idle(win)
     assert win.workbench.runner.live_threads == 0
+
+
+def test_loop_watch_counts_work_on_the_gui_thread_not_waiting(qtbot) -> None:
+    """The stall check above must see a blocking run on the GUI thread (and ignore mere waiting)."""
+
+    def busy(seconds: float) -> None:
+        end = time.perf_counter() + seconds
+        while time.perf_counter() < end:
+            pass
+
+    with LoopWatch() as watch:
+        qtbot.wait(30)
+        busy(0.4)
+        qtbot.wait(30)
+    assert watch.max_stall_s >= 0.35
+    with LoopWatch() as idle:
+        qtbot.wait(30)
+        time.sleep(0.4)  # the GUI thread waits (as for the GIL or a core): not our work
+        qtbot.wait(30)
+    assert idle.max_gap_s >= 0.35 and idle.max_stall_s < 0.1
