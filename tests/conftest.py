@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -34,3 +36,18 @@ def shared_file(folder: str, pattern: str) -> Path:
 def _isolated_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
     """Never touch the user's real cache from tests."""
     os.environ["LUMOS_CACHE_DIR"] = str(tmp_path_factory.mktemp("lumos-cache"))
+
+
+def run_lumos(*args: str, tmp_path: Path, timeout: int = 180) -> subprocess.CompletedProcess[str]:
+    """``lumos ARGS`` (the app's entry point) in a subprocess, offscreen, with the session's cache
+    and a private settings folder (never the user's QSettings)."""
+    env = {**os.environ, "QT_QPA_PLATFORM": "offscreen", "LUMOS_CACHE_DIR": os.environ["LUMOS_CACHE_DIR"]}
+    env["XDG_CONFIG_HOME"] = str(tmp_path / "config")
+    return subprocess.run(
+        [sys.executable, "-m", "app", *args],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=env,
+        timeout=timeout,
+    )

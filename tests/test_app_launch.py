@@ -2,32 +2,14 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 from app_helpers import color_pixels
-from conftest import REPO, needs_shared, shared
+from conftest import needs_shared, run_lumos, shared
 from PySide6.QtGui import QImage
 
 from app.theme import FAMILY_HEX
 from lumos_core.kernel_families import Family
 
 pytest_plugins = ["app_fixtures"]  # window, isolated QSettings
-
-
-def run_lumos(*args: str, tmp_path: Path, timeout: int = 120) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "QT_QPA_PLATFORM": "offscreen", "LUMOS_CACHE_DIR": os.environ["LUMOS_CACHE_DIR"]}
-    env["XDG_CONFIG_HOME"] = str(tmp_path / "config")  # never touch the user's QSettings
-    return subprocess.run(
-        [sys.executable, "-m", "app", *args],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        env=env,
-        timeout=timeout,
-    )
 
 
 def test_help_lists_app_options_and_engine_commands(tmp_path) -> None:

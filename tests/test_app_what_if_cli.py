@@ -3,32 +3,14 @@ offscreen, on the demo job (generated, no shared traces needed)."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import orjson
 from app_helpers import color_pixels
-from conftest import REPO
+from conftest import run_lumos
 from PySide6.QtGui import QImage
 
 from app.theme import FAMILY_HEX
 from app.timeline_view import PREDICTED_LABEL_COLOR
 from lumos_core.kernel_families import Family
-
-
-def run_lumos(*args: str, tmp_path: Path, timeout: int = 180) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "QT_QPA_PLATFORM": "offscreen", "LUMOS_CACHE_DIR": os.environ["LUMOS_CACHE_DIR"]}
-    env["XDG_CONFIG_HOME"] = str(tmp_path / "config")  # never touch the user's QSettings
-    return subprocess.run(
-        [sys.executable, "-m", "app", *args],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        env=env,
-        timeout=timeout,
-    )
 
 
 def test_demo_estimate_screenshot_draws_the_overlay(tmp_path) -> None:
