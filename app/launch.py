@@ -4,7 +4,7 @@
 painted, saves it and exits (0 on success, 1 if the job could not be loaded) — for docs, CI and bug
 reports. It works without a display: with no ``DISPLAY``/``WAYLAND_DISPLAY`` the offscreen Qt
 platform is chosen automatically. With ``--estimate``/``--replay``/``--session``
-(:mod:`app.what_if_cli`) it waits until every queued run has finished and its overlay is drawn.
+(:mod:`app.whatif.cli_options`) it waits until every queued run has finished and its overlay is drawn.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import os
 import sys
 from pathlib import Path
 
-from . import what_if_cli
+from app.whatif import cli_options as what_if_cli
 
 NAVIGATION_HELP = (
     "in the window: wheel zooms at the cursor, drag pans, Shift+drag measures, W/A/S/D like Perfetto,\n"
@@ -102,9 +102,9 @@ def run_app(args: list[str]) -> int:
     from PySide6.QtCore import QTimer
     from PySide6.QtWidgets import QApplication
 
-    from .main_window import MainWindow
-    from .resources import app_icon
-    from .theme_follow import SystemThemeFollower, saved_preference, startup_theme
+    from app.main_window import MainWindow
+    from app.resources import app_icon
+    from app.theme_follow import SystemThemeFollower, saved_preference, startup_theme
 
     app = QApplication.instance() or QApplication([sys.argv[0] if sys.argv else "lumos"])
     app.setApplicationName("Lumos")

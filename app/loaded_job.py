@@ -13,12 +13,9 @@ from pathlib import Path
 
 import numpy as np
 
-from lumos_core.baseline import infer_baseline
-from lumos_core.config import Baseline
-from lumos_core.kernel_families import event_families
-from lumos_core.loader import load_job
+from app.timeline.lane_data import RowTable, build_row_table
 from lumos_core.progress import scaled
-from lumos_core.summaries import (
+from lumos_core.replay.summaries import (
     ClockStat,
     CollectiveStat,
     IterationStat,
@@ -28,9 +25,11 @@ from lumos_core.summaries import (
     iteration_table,
     top_kernels,
 )
-from lumos_core.trace import Job
-
-from .lane_data import RowTable, build_row_table
+from lumos_core.trace.kernel_families import event_families
+from lumos_core.trace.loader import load_job
+from lumos_core.trace.model import Job
+from lumos_core.whatif.baseline import infer_baseline
+from lumos_core.whatif.config import Baseline
 
 
 @dataclass

@@ -39,19 +39,18 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from lumos_core.kernel_families import Family
-from lumos_core.loader import TRACE_SUFFIXES
-
-from . import settings
-from .demo_source import DEMO_UNAVAILABLE, demo_generator
-from .details_panel import DetailsPanel
-from .export import export_png, export_svg
-from .jobs import BackgroundTask
-from .loaded_job import LoadedJob, prepare_job
-from .summary_panes import SummaryPanes
-from .theme import DARK, LIGHT, THEMES, Theme, apply_palette
-from .timeline_view import Hit, TimelineView
-from .workbench import WhatIfWorkbench
+from app import settings
+from app.demo_source import DEMO_UNAVAILABLE, demo_generator
+from app.jobs import BackgroundTask
+from app.loaded_job import LoadedJob, prepare_job
+from app.panels.details_panel import DetailsPanel
+from app.panels.export import export_png, export_svg
+from app.panels.summary_panes import SummaryPanes
+from app.theme import DARK, LIGHT, THEMES, Theme, apply_palette
+from app.timeline.timeline_view import Hit, TimelineView
+from app.whatif.workbench import WhatIfWorkbench
+from lumos_core.trace.kernel_families import Family
+from lumos_core.trace.loader import TRACE_SUFFIXES
 
 KEYS_HELP = (
     "Wheel: zoom at the cursor · Shift+wheel: scroll rows · drag: pan · Shift+drag: measure · "
@@ -538,7 +537,7 @@ class MainWindow(QMainWindow):
         )
 
     def _on_measured(self, a: float, b: float) -> None:
-        from .span_item import format_duration_ms
+        from app.timeline.span_item import format_duration_ms
 
         self.status_label.setText(f"Measured {format_duration_ms(b - a)} ({a:.6f} → {b:.6f} ms)")
 

@@ -14,11 +14,11 @@ from PySide6.QtCore import QObject, Qt
 from PySide6.QtGui import QAction, QGuiApplication
 from PySide6.QtWidgets import QMenu
 
-from . import settings
-from .theme import THEMES, Theme, resolve_theme
+from app import settings
+from app.theme import THEMES, Theme, resolve_theme
 
 if TYPE_CHECKING:
-    from .main_window import MainWindow
+    from app.main_window import MainWindow
 
 THEME_KEY = "view/theme"
 PREFERENCES = ("light", "dark", "system")

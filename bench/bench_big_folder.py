@@ -39,7 +39,7 @@ STEPS_PER_COPY = 4  # ProfilerStep#10..13 in the source
 
 LOAD = """
 import json, sys, time
-from lumos_core.loader import load_job
+from lumos_core.trace.loader import load_job
 t = time.perf_counter()
 job = load_job(sys.argv[1], use_cache=False, workers=int(sys.argv[2]) or None)
 dt = time.perf_counter() - t
@@ -51,7 +51,7 @@ print(json.dumps({'seconds': dt, 'ranks': len(job.ranks), 'events': job.n_events
 
 REFUSE = """
 import sys
-from lumos_core import loader
+from lumos_core.trace import loader
 from lumos_core.errors import LumosError
 loader._available_memory = lambda: int(float(sys.argv[2]) * 2**30)  # a smaller machine
 try:
@@ -60,7 +60,7 @@ except LumosError as exc:
     print(exc)
 """
 
-BASELINE = "import json, time, numpy, orjson, lumos_core.loader; time.sleep(0.5); print(json.dumps({}))"
+BASELINE = "import json, time, numpy, orjson, lumos_core.trace.loader; time.sleep(0.5); print(json.dumps({}))"
 
 
 # ------------------------------------------------------------------------------------- generation
@@ -225,7 +225,7 @@ def main() -> None:
                 f"{res['seconds'] / (size / 2**30):.1f} s/GiB; peak {peak / 2**30:.2f} GiB = "
                 f"{(peak - base) / size:.2f} GiB per GiB of JSON over the baseline"
             )
-            from lumos_core.loader import _estimated_tree_bytes
+            from lumos_core.trace.loader import _estimated_tree_bytes
 
             small_machine = _estimated_tree_bytes(single / "big_rank0.json") / 2 / 2**30  # half of the need
             res_text = subprocess.run(

@@ -21,11 +21,11 @@ from pathlib import Path
 
 from common import REPO, shared_or_exit
 
-from lumos_core.estimate import estimate
-from lumos_core.export import write_job
-from lumos_core.graph import build_graph
-from lumos_core.loader import load_job
-from lumos_core.replay import replay
+from lumos_core.graph.build import build_graph
+from lumos_core.replay.run import replay
+from lumos_core.trace.loader import load_job
+from lumos_core.whatif.estimate import estimate
+from lumos_core.whatif.export import write_job
 
 
 def main() -> None:

@@ -33,7 +33,7 @@ OURS = """
 import json, resource, sys, time
 import numpy, orjson  # imported before timing, as in the floor
 base_self = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-from lumos_core.loader import load_job
+from lumos_core.trace.loader import load_job
 t = time.perf_counter()
 job = load_job(sys.argv[1], use_cache=sys.argv[2] == 'cache')
 dt = time.perf_counter() - t

@@ -37,10 +37,10 @@ sys.path.insert(0, str(REPO))
 import numpy as np  # noqa: E402
 from PySide6.QtWidgets import QApplication  # noqa: E402
 
-from lumos_core.collectives import CollectiveMatch  # noqa: E402
-from lumos_core.kernel_families import event_families  # noqa: E402
-from lumos_core.loader import load_job  # noqa: E402
-from lumos_core.trace import Collectives, Iteration, Job, RankTrace  # noqa: E402
+from lumos_core.trace.collectives import CollectiveMatch  # noqa: E402
+from lumos_core.trace.kernel_families import event_families  # noqa: E402
+from lumos_core.trace.loader import load_job  # noqa: E402
+from lumos_core.trace.model import Collectives, Iteration, Job, RankTrace  # noqa: E402
 
 NANOGPT = REPO.parent / "shared" / "traces" / "h100-nanogpt-8rank"
 TARGETS = {"first_paint_demo_s": 2.0, "repaint_1M_ms": 50.0, "repaint_10M_ms": 200.0, "bytes_per_task": 200.0}
@@ -131,8 +131,8 @@ def tiled_job(base: Job, target_tasks: int, how: str) -> Job:
 
 def view_data(job: Job):  # type: ignore[no-untyped-def]
     """What the window draws, without the summaries (the benchmark is about drawing)."""
-    from app.lane_data import build_row_table
     from app.loaded_job import LoadedJob
+    from app.timeline.lane_data import build_row_table
 
     families = [event_families(t) for t in job.ranks]
     tables = [build_row_table(t, f) for t, f in zip(job.ranks, families)]
@@ -186,7 +186,7 @@ def frame_ms(view, repeats: int = 5) -> tuple[float, float]:  # type: ignore[no-
 
 
 def render_case(base: Job, tasks: int, how: str) -> dict[str, float]:
-    from app.timeline_view import TimelineView
+    from app.timeline.timeline_view import TimelineView
 
     gc.collect()
     rss0 = rss_bytes()

@@ -23,11 +23,11 @@ import numpy as np
 from common import SHARED, shared_or_exit
 
 from lumos_core.errors import FolderError, LumosError
-from lumos_core.graph import ExecutionGraph, build_graph
-from lumos_core.loader import discover_trace_files, load_job
-from lumos_core.replay import replay
-from lumos_core.simulate import simulate
-from lumos_core.trace import Kind
+from lumos_core.graph.build import ExecutionGraph, build_graph
+from lumos_core.replay.run import replay
+from lumos_core.replay.simulate import simulate
+from lumos_core.trace.loader import discover_trace_files, load_job
+from lumos_core.trace.model import Kind
 
 TRACES = [
     "h100-nanogpt-8rank",

@@ -18,12 +18,12 @@ import time
 
 from common import shared_or_exit
 
-from lumos_core.baseline import infer_baseline
-from lumos_core.graph import build_graph
-from lumos_core.loader import load_job
-from lumos_core.sweep_engines import LocalEngine, RayEngine
-from lumos_core.sweep_grid import parse_grid
-from lumos_core.sweep_run import SweepReport, run_grid
+from lumos_core.graph.build import build_graph
+from lumos_core.sweep.engines import LocalEngine, RayEngine
+from lumos_core.sweep.grid import parse_grid
+from lumos_core.sweep.run import SweepReport, run_grid
+from lumos_core.trace.loader import load_job
+from lumos_core.whatif.baseline import infer_baseline
 
 GRID = "dp=8-1024 gpu=H100,H200,A100,B200,V100 nvlink_gbps=300,900 network_gbps=25,50,100 pp=1,2"
 QUICK = "dp=8-64 gpu=H100,A100 nvlink_gbps=300,900 network_gbps=25,50 pp=1,2"

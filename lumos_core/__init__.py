@@ -3,10 +3,10 @@
 Headless by design: nothing here imports Qt, pyqtgraph or the app.
 """
 
-from .errors import Cancelled, ConfigError, FolderError, GraphError, LumosError, TraceError
-from .loader import discover_trace_files, load_job
-from .progress import Progress, no_progress
-from .trace import CollectiveKind, Iteration, Job, Kind, Lane, LaneRole, RankTrace
+from lumos_core.errors import Cancelled, ConfigError, FolderError, GraphError, LumosError, TraceError
+from lumos_core.progress import Progress, no_progress
+from lumos_core.trace.loader import discover_trace_files, load_job
+from lumos_core.trace.model import CollectiveKind, Iteration, Job, Kind, Lane, LaneRole, RankTrace
 
 __version__ = "0.1.0"
 

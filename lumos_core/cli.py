@@ -12,7 +12,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-from .errors import Cancelled, LumosError
+from lumos_core.errors import Cancelled, LumosError
 
 # name -> one-line help; the module lumos_core.commands.<name> implements it.
 COMMANDS: dict[str, str] = {

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from .errors import Cancelled
+from lumos_core.errors import Cancelled
 
 Progress = Callable[[float, str], None]
 

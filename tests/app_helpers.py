@@ -16,7 +16,7 @@ from PySide6.QtGui import QColor, QImage, QMouseEvent, QWheelEvent
 from PySide6.QtWidgets import QApplication
 
 from app.main_window import MainWindow
-from app.timeline_view import TimelineView
+from app.timeline.timeline_view import TimelineView
 
 
 def make_window() -> MainWindow:

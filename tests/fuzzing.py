@@ -36,10 +36,10 @@ from conftest import HAVE_SHARED, shared
 from tracegen import TraceBuilder, nccl_args
 
 from lumos_core.errors import GraphError, LumosError
-from lumos_core.graph import build_graph
-from lumos_core.loader import load_job
-from lumos_core.replay import replay
-from lumos_core.simulate import simulate
+from lumos_core.graph.build import build_graph
+from lumos_core.replay.run import replay
+from lumos_core.replay.simulate import simulate
+from lumos_core.trace.loader import load_job
 
 # Wall-clock bound of one input (load + graph + replay of a few thousand events takes well under 1 s).
 LIMIT_S = float(os.environ.get("LUMOS_FUZZ_LIMIT_S", "20"))

@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 from conftest import needs_shared, shared
 
-from app.lane_data import PYRAMID_MIN_EVENTS, RowTable, build_row_table, merge_spans
-from lumos_core.kernel_families import event_families
-from lumos_core.loader import load_job
-from lumos_core.trace import Kind
+from app.timeline.lane_data import PYRAMID_MIN_EVENTS, RowTable, build_row_table, merge_spans
+from lumos_core.trace.kernel_families import event_families
+from lumos_core.trace.loader import load_job
+from lumos_core.trace.model import Kind
 
 
 def random_row(n: int, seed: int = 0, gap_scale: float = 0.02) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -7,7 +7,7 @@ from conftest import needs_shared, run_lumos, shared
 from PySide6.QtGui import QImage
 
 from app.theme import FAMILY_HEX
-from lumos_core.kernel_families import Family
+from lumos_core.trace.kernel_families import Family
 
 pytest_plugins = ["app_fixtures"]  # window, isolated QSettings
 

@@ -17,7 +17,7 @@ from app import settings
 from app.jobs import BackgroundTask
 from app.theme import FAMILY_HEX
 from lumos_core.errors import Cancelled, TraceError
-from lumos_core.kernel_families import Family
+from lumos_core.trace.kernel_families import Family
 
 LOAD_TIMEOUT_MS = 90_000
 

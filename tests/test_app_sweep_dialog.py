@@ -15,8 +15,8 @@ from conftest import needs_shared, shared
 from PySide6.QtCore import QPointF
 from PySide6.QtWidgets import QApplication
 
-from lumos_core.sweep_point import estimate_point
-from lumos_core.sweep_results import ResultsFile
+from lumos_core.sweep.point import estimate_point
+from lumos_core.sweep.results import ResultsFile
 
 pytestmark = needs_shared
 

@@ -23,13 +23,13 @@ from PySide6.QtCore import QEvent, QPointF, Qt
 from PySide6.QtGui import QImage, QKeyEvent
 from PySide6.QtWidgets import QApplication
 
-from app.lane_layout import RowKind
-from app.summary_panes import BREAKDOWN
+from app.panels.summary_panes import BREAKDOWN
 from app.theme import FAMILY_HEX
-from app.timeline_view import Hit
-from lumos_core.kernel_families import Family
-from lumos_core.summaries import collectives_table
-from lumos_core.trace import Kind
+from app.timeline.lane_layout import RowKind
+from app.timeline.timeline_view import Hit
+from lumos_core.replay.summaries import collectives_table
+from lumos_core.trace.kernel_families import Family
+from lumos_core.trace.model import Kind
 
 pytestmark = needs_shared
 
@@ -264,7 +264,7 @@ def test_click_selects_the_kernel_fills_details_and_draws_the_launch_arrow(win, 
 
 
 def test_details_of_a_cpu_op_show_its_shapes_and_gpu_work(win) -> None:
-    from app.details_panel import describe_event
+    from app.panels.details_panel import describe_event
 
     r0 = win.loaded.job.rank(0)
     mm = next(
@@ -440,8 +440,8 @@ def test_a_second_layer_draws_into_the_same_rows(win, view) -> None:
     layer with its own style, without touching the layout or the picking of the measured layer."""
     import dataclasses
 
-    from app.lane_data import build_row_table
-    from app.span_item import Layer, LayerStyle
+    from app.timeline.lane_data import build_row_table
+    from app.timeline.span_item import Layer, LayerStyle
 
     lj = win.loaded
     ghost_ranks = [

@@ -19,11 +19,11 @@ from conftest import REPO, needs_shared, shared
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication
 
-from app.lane_layout import RowKind
-from app.timeline_view import PREDICTED, Hit
-from app.what_if import Request, Scenario
-from lumos_core.export import first_events
-from lumos_core.trace import Kind
+from app.timeline.lane_layout import RowKind
+from app.timeline.timeline_view import PREDICTED, Hit
+from app.whatif.runner import Request, Scenario
+from lumos_core.trace.model import Kind
+from lumos_core.whatif.export import first_events
 
 pytestmark = needs_shared
 

@@ -9,8 +9,8 @@ from conftest import run_lumos
 from PySide6.QtGui import QImage
 
 from app.theme import FAMILY_HEX
-from app.timeline_view import PREDICTED_LABEL_COLOR
-from lumos_core.kernel_families import Family
+from app.timeline.timeline_view import PREDICTED_LABEL_COLOR
+from lumos_core.trace.kernel_families import Family
 
 
 def test_demo_estimate_screenshot_draws_the_overlay(tmp_path) -> None:

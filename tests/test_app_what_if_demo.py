@@ -11,9 +11,9 @@ import pytest
 from app_helpers import close_window, make_window, wait_loaded
 from PySide6.QtWidgets import QApplication
 
-from app.lane_layout import RowKind
-from app.timeline_view import PREDICTED, Hit
-from lumos_core.trace import Kind
+from app.timeline.lane_layout import RowKind
+from app.timeline.timeline_view import PREDICTED, Hit
+from lumos_core.trace.model import Kind
 
 pytest_plugins = ["app_fixtures"]  # isolated QSettings
 

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from conftest import needs_shared, shared
 
-from lumos_core import cache
-from lumos_core.loader import load_job
+from lumos_core.trace import cache
+from lumos_core.trace.loader import load_job
 
 pytestmark = needs_shared
 
@@ -40,7 +40,18 @@ def test_second_open_comes_from_the_cache_and_is_identical(tmp_path: Path, own_c
     assert set(states2.values()) == {"cached"}
     for a, b in zip(job1.ranks, job2.ranks):
         assert a.rank == b.rank and a.strings == b.strings
-        for col in ("kind", "name", "lane", "start", "dur", "correlation", "launch", "depth", "args_start", "args_data"):
+        for col in (
+            "kind",
+            "name",
+            "lane",
+            "start",
+            "dur",
+            "correlation",
+            "launch",
+            "depth",
+            "args_start",
+            "args_data",
+        ):
             assert np.array_equal(getattr(a, col), getattr(b, col)), col
         assert [ln.role for ln in a.lanes] == [ln.role for ln in b.lanes]
         assert [it.name for it in a.iterations] == [it.name for it in b.iterations]

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from tracegen import TraceBuilder, nccl_args
 
-from lumos_core import cache
-from lumos_core.loader import load_job
+from lumos_core.trace import cache
+from lumos_core.trace.loader import load_job
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ import pickle
 
 import pytest
 
-from lumos_core.costs import (
+from lumos_core.perf.costs import (
     CommModel,
     CommSample,
     as_collective_kind,
@@ -20,8 +20,8 @@ from lumos_core.costs import (
     memory_time,
     spans_nodes,
 )
-from lumos_core.hardware import get_gpu
-from lumos_core.trace import CollectiveKind as CK
+from lumos_core.perf.hardware import get_gpu
+from lumos_core.trace.model import CollectiveKind as CK
 
 H100 = get_gpu("H100")
 
@@ -80,7 +80,8 @@ def test_allreduce_intra_node_ring():
 def test_small_allreduce_across_nodes_prefers_tree():
     # 64 GPUs, 8 bytes: ring 126 * 5 µs = 630 µs; tree 12 * 5 µs = 60 µs (+ 16 B / 42.5e9)
     assert collective_time("allreduce", 8, 64, H100, inter_node=True, algorithm="ring") == pytest.approx(
-        630e-6, rel=1e-6)
+        630e-6, rel=1e-6
+    )
     assert collective_time("allreduce", 8, 64, H100, inter_node=True) == pytest.approx(60.0004e-6, rel=1e-6)
 
 
@@ -134,8 +135,10 @@ def test_comm_model_fits_latency_and_bandwidth():
 
 def test_comm_model_negative_intercept_refits_through_origin():
     # Two points on t = S/B with a tiny negative offset: the fit clamps a to 0 and refits B.
-    samples = [CommSample(CK.REDUCE_SCATTER, 1e8, 4, 1e8 * 0.75 / 200e9 - 1e-6),
-               CommSample(CK.REDUCE_SCATTER, 4e8, 4, 4e8 * 0.75 / 200e9 - 1e-6)]
+    samples = [
+        CommSample(CK.REDUCE_SCATTER, 1e8, 4, 1e8 * 0.75 / 200e9 - 1e-6),
+        CommSample(CK.REDUCE_SCATTER, 4e8, 4, 4e8 * 0.75 / 200e9 - 1e-6),
+    ]
     fit = CommModel.from_profile().calibrate(samples).fit_for("reduce_scatter", False)
     assert fit is not None and fit.latency == 0.0
     assert fit.bandwidth == pytest.approx(200e9, rel=0.01)

@@ -12,14 +12,14 @@ import numpy as np
 import pytest
 from conftest import REPO, needs_shared, shared
 
-from lumos_core.baseline import infer_baseline
-from lumos_core.breakdown import iteration_windows
-from lumos_core.config import JobConfig, problems
 from lumos_core.errors import ConfigError
-from lumos_core.estimate import estimate
-from lumos_core.graph import build_graph
-from lumos_core.loader import load_job
+from lumos_core.graph.build import build_graph
+from lumos_core.replay.breakdown import iteration_windows
 from lumos_core.synth import ModelSpec, SynthConfig, synthesize
+from lumos_core.trace.loader import load_job
+from lumos_core.whatif.baseline import infer_baseline
+from lumos_core.whatif.config import JobConfig, problems
+from lumos_core.whatif.estimate import estimate
 
 CPU_GPT = REPO / "tests" / "data" / "cpu-gpt"
 
@@ -136,7 +136,7 @@ def test_invalid_configurations_are_explained() -> None:
 
 @needs_shared
 def test_layers_of_a_compiled_model_come_from_its_repeated_kernel_pattern(nanogpt) -> None:
-    from lumos_core.segments import Phase, segment_rank
+    from lumos_core.whatif.segments import Phase, segment_rank
 
     job, graph = nanogpt
     b = infer_baseline(job)
@@ -271,8 +271,8 @@ def test_exported_pipeline_rebuild_links_every_launch_to_its_own_kernel(synth_ba
     """Rebuilt schedules copy template events many times: the export must renumber their correlation
     ids (not keep the template's args), or a reloaded prediction links launches to the wrong kernels
     and its graph has cycles."""
-    from lumos_core.export import write_job
-    from lumos_core.trace import Kind
+    from lumos_core.trace.model import Kind
+    from lumos_core.whatif.export import write_job
 
     r = estimate(synth_base, {"pp": 4, "microbatches": 8})
     out = tmp_path / "pp4"

@@ -28,12 +28,12 @@ from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 from tracegen import TraceBuilder
 
-from lumos_core import kineto_reader
 from lumos_core.errors import GraphError, TraceError
-from lumos_core.graph import build_graph
-from lumos_core.json_stream import EventStream, NotStreamable
-from lumos_core.kineto_reader import convert_document, parse_trace_file
-from lumos_core.loader import load_job
+from lumos_core.graph.build import build_graph
+from lumos_core.trace import kineto_reader
+from lumos_core.trace.json_stream import EventStream, NotStreamable
+from lumos_core.trace.kineto_reader import convert_document, parse_trace_file
+from lumos_core.trace.loader import load_job
 
 # Examples per test: CI default, or LUMOS_FUZZ_EXAMPLES for a long run (then random, not derandomized).
 _LONG = int(os.environ.get("LUMOS_FUZZ_EXAMPLES", "0"))

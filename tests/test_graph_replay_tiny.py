@@ -13,10 +13,10 @@ from conftest import REPO
 from tracegen import TraceBuilder, nccl_args
 
 from lumos_core.errors import ConfigError, GraphError
-from lumos_core.graph import build_graph
-from lumos_core.loader import load_job
-from lumos_core.replay import parse_scale, replay
-from lumos_core.trace import Kind
+from lumos_core.graph.build import build_graph
+from lumos_core.replay.run import parse_scale, replay
+from lumos_core.trace.loader import load_job
+from lumos_core.trace.model import Kind
 
 
 def flat(pairs) -> list[float]:
@@ -271,7 +271,7 @@ def test_a_trace_without_tasks_is_a_clear_error(tmp_path: Path) -> None:
 
 
 def test_cycles_are_reported_not_hung() -> None:
-    from lumos_core.graph import _kahn
+    from lumos_core.graph.build import _kahn
 
     src = np.array([0, 1, 2])
     dst = np.array([1, 2, 1])

@@ -7,7 +7,7 @@ import pickle
 import pytest
 
 from lumos_core.errors import ConfigError
-from lumos_core.hardware import DEFAULT_GPU, GPUS, get_gpu, known_gpu_names
+from lumos_core.perf.hardware import DEFAULT_GPU, GPUS, get_gpu, known_gpu_names
 
 
 def test_default_is_h100_with_datasheet_numbers():
@@ -22,19 +22,33 @@ def test_default_is_h100_with_datasheet_numbers():
 
 def test_all_profiles_present_and_ordered_by_generation():
     assert known_gpu_names() == ["H100", "H200", "A100", "B200", "V100"]
-    assert GPUS["V100"].peak_bf16_flops < GPUS["A100"].peak_bf16_flops < GPUS["H100"].peak_bf16_flops \
+    assert (
+        GPUS["V100"].peak_bf16_flops
+        < GPUS["A100"].peak_bf16_flops
+        < GPUS["H100"].peak_bf16_flops
         < GPUS["B200"].peak_bf16_flops
+    )
     assert GPUS["H200"].hbm_bandwidth == pytest.approx(4.8e12)
     assert GPUS["A100"].peak_bf16_flops == pytest.approx(312e12)
     assert GPUS["V100"].peak_fp32_flops == pytest.approx(15.7e12)
 
 
-@pytest.mark.parametrize(("name", "expected"), [
-    ("H100", "H100"), ("h100", "H100"), ("h100-sxm", "H100"),
-    ("NVIDIA H100 80GB HBM3", "H100"), ("NVIDIA H100 PCIe", "H100"),
-    ("NVIDIA H200", "H200"), ("NVIDIA A100-SXM4-80GB", "A100"), ("NVIDIA A100-SXM4-40GB", "A100"),
-    ("Tesla V100-SXM2-16GB", "V100"), ("Tesla V100-SXM2-32GB", "V100"), ("NVIDIA B200", "B200"),
-])
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("H100", "H100"),
+        ("h100", "H100"),
+        ("h100-sxm", "H100"),
+        ("NVIDIA H100 80GB HBM3", "H100"),
+        ("NVIDIA H100 PCIe", "H100"),
+        ("NVIDIA H200", "H200"),
+        ("NVIDIA A100-SXM4-80GB", "A100"),
+        ("NVIDIA A100-SXM4-40GB", "A100"),
+        ("Tesla V100-SXM2-16GB", "V100"),
+        ("Tesla V100-SXM2-32GB", "V100"),
+        ("NVIDIA B200", "B200"),
+    ],
+)
 def test_trace_device_names_resolve(name, expected):
     assert get_gpu(name).name == expected
 

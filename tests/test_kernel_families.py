@@ -6,15 +6,15 @@ import numpy as np
 import pytest
 from conftest import needs_shared, shared
 
-from lumos_core.kernel_families import (
+from lumos_core.trace.kernel_families import (
     Family,
     classify_kernel_name,
     classify_names,
     event_families,
     family_labels,
 )
-from lumos_core.loader import load_job
-from lumos_core.trace import Kind
+from lumos_core.trace.loader import load_job
+from lumos_core.trace.model import Kind
 
 
 @pytest.mark.parametrize(

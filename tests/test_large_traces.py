@@ -15,9 +15,9 @@ import pytest
 from conftest import REPO
 from tracegen import TraceBuilder
 
-from lumos_core import kineto_reader, loader
 from lumos_core.errors import FolderError, LumosError
-from lumos_core.loader import load_job
+from lumos_core.trace import kineto_reader, loader
+from lumos_core.trace.loader import load_job
 
 
 def big_trace(path: Path, steps: int) -> Path:
@@ -37,7 +37,7 @@ def big_trace(path: Path, steps: int) -> Path:
 MEASURE = """
 import resource, sys
 import numpy, orjson
-from lumos_core.kineto_reader import parse_trace_file
+from lumos_core.trace.kineto_reader import parse_trace_file
 with open("/proc/self/statm") as fh:
     vm = int(fh.read().split()[0]) * resource.getpagesize()
 text = int(sys.argv[2])

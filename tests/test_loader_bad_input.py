@@ -14,7 +14,7 @@ import pytest
 from conftest import REPO, needs_shared, shared, shared_file
 
 from lumos_core.errors import FolderError, TraceError
-from lumos_core.loader import load_job
+from lumos_core.trace.loader import load_job
 
 
 def tiny_trace(rank: int | None = None, world: int | None = 2, ts0: float = 1000.0) -> dict:

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 from conftest import needs_shared, shared, shared_file
 
-from lumos_core.kineto_reader import parse_trace_file
-from lumos_core.loader import load_job
-from lumos_core.trace import CollectiveKind, Kind, LaneRole
+from lumos_core.trace.kineto_reader import parse_trace_file
+from lumos_core.trace.loader import load_job
+from lumos_core.trace.model import CollectiveKind, Kind, LaneRole
 
 pytestmark = needs_shared
 

@@ -141,7 +141,8 @@ def test_spec_excludes_no_module_the_app_imports(monkeypatch) -> None:
     excludes = run_spec(monkeypatch).get("a").kwargs["excludes"]
     code = (
         "import sys\n"
-        "from app import launch, main_window, export, resources, theme_follow\n"
+        "from app import launch, main_window, resources, theme_follow\n"
+        "from app.panels import export\n"
         "import pyqtgraph\n"
         "print('\\n'.join(sorted(sys.modules)))\n"
     )
@@ -320,7 +321,7 @@ def test_built_app_starts_and_takes_a_screenshot(tmp_path) -> None:
     from PySide6.QtGui import QImage
 
     from app.theme import FAMILY_HEX
-    from lumos_core.kernel_families import Family
+    from lumos_core.trace.kernel_families import Family
 
     dist, work = tmp_path / "dist", tmp_path / "work"
     started = time.monotonic()

@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 from conftest import REPO, SHARED_TRACES, needs_shared, shared
 
-from lumos_core import cache
 from lumos_core.errors import LumosError
-from lumos_core.graph import build_graph
-from lumos_core.loader import TRACE_SUFFIXES, load_job
+from lumos_core.graph.build import build_graph
+from lumos_core.trace import cache
+from lumos_core.trace.loader import TRACE_SUFFIXES, load_job
 
 pytestmark = needs_shared
 

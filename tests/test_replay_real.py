@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 from conftest import needs_shared, shared
 
-from lumos_core.graph import EdgeKind, NodeType
-from lumos_core.graph_export import critical_path_networkx, to_networkx
-from lumos_core.loader import load_job
-from lumos_core.replay import replay
+from lumos_core.graph.build import EdgeKind, NodeType
+from lumos_core.graph.export import critical_path_networkx, to_networkx
+from lumos_core.replay.run import replay
+from lumos_core.trace.loader import load_job
 
 pytestmark = needs_shared
 
@@ -150,7 +150,7 @@ def test_networkx_export_and_longest_path_agree_with_the_replay() -> None:
     assert path[-1] == int(np.argmax(res.end))
     assert length_ns == pytest.approx(ours.length_ns, rel=0.01)
     big = load_job(shared("dlrm-v100-8rank"))
-    from lumos_core.graph import build_graph
+    from lumos_core.graph.build import build_graph
 
     with pytest.raises(ValueError, match="too large"):
         to_networkx(build_graph(big), max_nodes=1000)

@@ -28,7 +28,7 @@ from tracegen import TraceBuilder
 
 from app.jobs import BackgroundTask
 from app.main_window import MainWindow
-from app.timeline_view import MEASURED, Hit
+from app.timeline.timeline_view import MEASURED, Hit
 from lumos_core.synth import ModelSpec, SynthConfig, synthesize
 
 pytest_plugins = ["app_fixtures"]  # isolated QSettings
@@ -429,7 +429,7 @@ def test_loads_on_a_qthread_never_fork(qapp) -> None:  # type: ignore[no-untyped
     so the loader must see that it is not on the main thread and use forkserver."""
     from PySide6.QtCore import QThread
 
-    from lumos_core import loader
+    from lumos_core.trace import loader
 
     seen: list[bool] = []
 

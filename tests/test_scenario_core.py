@@ -9,18 +9,24 @@ import numpy as np
 import orjson
 import pytest
 
-from lumos_core.baseline import infer_baseline
-from lumos_core.demo import demo_job_path
 from lumos_core.errors import ConfigError
-from lumos_core.estimate import estimate
-from lumos_core.graph import build_graph
-from lumos_core.knobs import coerce_changes, format_changes, parse_changes
-from lumos_core.loader import load_job
-from lumos_core.replay import replay
-from lumos_core.scenario import compare, explain_task, summarize_estimate, summarize_replay, traced_sources
-from lumos_core.session import ScenarioSpec, Session, SessionError, load_session, save_session
-from lumos_core.sweep import default_values, parse_values, sweep, sweep_rows
-from lumos_core.trace import Kind
+from lumos_core.graph.build import build_graph
+from lumos_core.replay.run import replay
+from lumos_core.sweep.one_knob import default_values, parse_values, sweep, sweep_rows
+from lumos_core.synth.demo import demo_job_path
+from lumos_core.trace.loader import load_job
+from lumos_core.trace.model import Kind
+from lumos_core.whatif.baseline import infer_baseline
+from lumos_core.whatif.estimate import estimate
+from lumos_core.whatif.knobs import coerce_changes, format_changes, parse_changes
+from lumos_core.whatif.scenario import (
+    compare,
+    explain_task,
+    summarize_estimate,
+    summarize_replay,
+    traced_sources,
+)
+from lumos_core.whatif.session import ScenarioSpec, Session, SessionError, load_session, save_session
 
 # ---------------------------------------------------------------- knobs
 

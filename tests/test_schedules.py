@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from lumos_core.errors import ConfigError
-from lumos_core.schedules import format_schedule, pipeline_steps, schedule, warmup_count
+from lumos_core.whatif.schedules import format_schedule, pipeline_steps, schedule, warmup_count
 
 
 def test_paper_figure4_stage0_pp4_m8():
@@ -46,8 +46,11 @@ def test_each_microbatch_once_forward_before_backward():
 
 
 def _groups_with(steps, peer):
-    return [tuple((t.op, t.payload, t.microbatch) for t in s.transfers if t.peer == peer)
-            for s in steps if s.phase == "P2P" and any(t.peer == peer for t in s.transfers)]
+    return [
+        tuple((t.op, t.payload, t.microbatch) for t in s.transfers if t.peer == peer)
+        for s in steps
+        if s.phase == "P2P" and any(t.peer == peer for t in s.transfers)
+    ]
 
 
 @pytest.mark.parametrize("kind", ["1f1b", "gpipe"])
@@ -74,13 +77,42 @@ def test_1f1b_group_counts_and_orders():
             text.append("+".join(f"{t.op}-{t.payload}{t.microbatch + 1}" for t in st.transfers))
         else:
             text.append(f"{st.phase}{st.microbatch + 1}")
-    assert text == ["F1", "send-act1", "F2", "send-act2+recv-grad1", "B1", "F3", "send-act3+recv-grad2",
-                    "B2", "F4", "send-act4+recv-grad3", "B3", "recv-grad4", "B4"]
-    last = [f"{s.phase}{s.microbatch + 1}" if s.phase != "P2P" else
-            "+".join(f"{t.op}-{t.payload}{t.microbatch + 1}" for t in s.transfers)
-            for s in pipeline_steps("1f1b", 1, 2, 4)]
-    assert last == ["recv-act1", "F1", "B1", "recv-act2+send-grad1", "F2", "B2", "recv-act3+send-grad2",
-                    "F3", "B3", "recv-act4+send-grad3", "F4", "B4", "send-grad4"]
+    assert text == [
+        "F1",
+        "send-act1",
+        "F2",
+        "send-act2+recv-grad1",
+        "B1",
+        "F3",
+        "send-act3+recv-grad2",
+        "B2",
+        "F4",
+        "send-act4+recv-grad3",
+        "B3",
+        "recv-grad4",
+        "B4",
+    ]
+    last = [
+        f"{s.phase}{s.microbatch + 1}"
+        if s.phase != "P2P"
+        else "+".join(f"{t.op}-{t.payload}{t.microbatch + 1}" for t in s.transfers)
+        for s in pipeline_steps("1f1b", 1, 2, 4)
+    ]
+    assert last == [
+        "recv-act1",
+        "F1",
+        "B1",
+        "recv-act2+send-grad1",
+        "F2",
+        "B2",
+        "recv-act3+send-grad2",
+        "F3",
+        "B3",
+        "recv-act4+send-grad3",
+        "F4",
+        "B4",
+        "send-grad4",
+    ]
 
 
 def test_bad_arguments_raise_config_error():

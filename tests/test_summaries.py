@@ -9,9 +9,8 @@ import numpy as np
 import pytest
 from conftest import needs_shared, shared
 
-from lumos_core.breakdown import rank_breakdowns
-from lumos_core.loader import load_job
-from lumos_core.summaries import (
+from lumos_core.replay.breakdown import rank_breakdowns
+from lumos_core.replay.summaries import (
     CollectiveStat,
     bus_factor,
     clock_table,
@@ -22,7 +21,8 @@ from lumos_core.summaries import (
     top_kernels,
     write_csv,
 )
-from lumos_core.trace import CollectiveKind, Kind
+from lumos_core.trace.loader import load_job
+from lumos_core.trace.model import CollectiveKind, Kind
 
 pytestmark = needs_shared
 

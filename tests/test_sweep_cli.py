@@ -16,7 +16,7 @@ import psutil
 import pytest
 from conftest import REPO, needs_shared, shared
 
-from lumos_core.demo import demo_job_path
+from lumos_core.synth.demo import demo_job_path
 
 
 def lumos(*args: str, env: dict[str, str] | None = None, timeout: float = 240) -> subprocess.CompletedProcess:

@@ -8,17 +8,17 @@ import math
 
 import pytest
 
-from lumos_core.baseline import infer_baseline
-from lumos_core.demo import demo_job_path
 from lumos_core.errors import Cancelled, ConfigError
-from lumos_core.estimate import estimate
-from lumos_core.graph import build_graph
-from lumos_core.loader import load_job
-from lumos_core.sweep_engines import LocalEngine, SweepContext, make_engine
-from lumos_core.sweep_grid import invalid_reason, parse_grid
-from lumos_core.sweep_point import SKIPPED, TOKENS_UNKNOWN, estimate_point, point_key
-from lumos_core.sweep_results import ResultsFile, columns_for
-from lumos_core.sweep_run import run_grid
+from lumos_core.graph.build import build_graph
+from lumos_core.sweep.engines import LocalEngine, SweepContext, make_engine
+from lumos_core.sweep.grid import invalid_reason, parse_grid
+from lumos_core.sweep.point import SKIPPED, TOKENS_UNKNOWN, estimate_point, point_key
+from lumos_core.sweep.results import ResultsFile, columns_for
+from lumos_core.sweep.run import run_grid
+from lumos_core.synth.demo import demo_job_path
+from lumos_core.trace.loader import load_job
+from lumos_core.whatif.baseline import infer_baseline
+from lumos_core.whatif.estimate import estimate
 
 # 6 points: 4 valid, PP 3 (8 layers do not split into 3 stages) skipped twice
 GRID = "dp=2,4 pp=1,2,3"
@@ -206,8 +206,8 @@ def test_a_results_file_of_another_grid_is_refused(tmp_path) -> None:
 
 
 def test_the_pareto_front_keeps_what_nothing_beats_on_gpus_and_time() -> None:
-    from lumos_core.sweep_point import OK, GridRow
-    from lumos_core.sweep_results import pareto_front
+    from lumos_core.sweep.point import OK, GridRow
+    from lumos_core.sweep.results import pareto_front
 
     def row(gpus: int, ms: float, status: str = OK) -> GridRow:
         return GridRow({"dp": gpus}, gpus, status, iteration_us=ms * 1000)

@@ -11,13 +11,13 @@ import orjson
 import pytest
 from conftest import REPO, needs_shared, shared
 
-from lumos_core.baseline import infer_baseline
-from lumos_core.demo import demo_job_path
-from lumos_core.graph import build_graph
-from lumos_core.loader import load_job
-from lumos_core.sweep_engines import LocalEngine, RayEngine
-from lumos_core.sweep_grid import parse_grid
-from lumos_core.sweep_run import run_grid
+from lumos_core.graph.build import build_graph
+from lumos_core.sweep.engines import LocalEngine, RayEngine
+from lumos_core.sweep.grid import parse_grid
+from lumos_core.sweep.run import run_grid
+from lumos_core.synth.demo import demo_job_path
+from lumos_core.trace.loader import load_job
+from lumos_core.whatif.baseline import infer_baseline
 
 ray = pytest.importorskip("ray")
 

@@ -18,16 +18,16 @@ from pathlib import Path
 import orjson
 import pytest
 
-from lumos_core import costs
 from lumos_core.cli import main as cli_main
 from lumos_core.errors import ConfigError
-from lumos_core.hardware import get_gpu
-from lumos_core.loader import load_job
+from lumos_core.perf import costs
+from lumos_core.perf.hardware import get_gpu
 from lumos_core.synth import PRESETS, ModelSpec, SynthConfig, model_from_args, rank_file_name, synthesize
 from lumos_core.synth.groups import Layout
 from lumos_core.synth.kineto_writer import BASE_TIME_NS
 from lumos_core.synth.timeline import LAUNCH_LATENCY_NS
-from lumos_core.trace import CollectiveKind, LaneRole
+from lumos_core.trace.loader import load_job
+from lumos_core.trace.model import CollectiveKind, LaneRole
 
 TINY = ModelSpec("tiny", layers=4, hidden=256, ffn=1024, heads=4, seq=128, vocab=1024)
 TINY_CFG = SynthConfig(model=TINY, tp=2, pp=2, dp=2, microbatches=4, iterations=2, seed=3)
@@ -69,11 +69,17 @@ def check_rank_causality(d: dict) -> Counter:
             assert not stack or t <= stack[-1], "CPU ranges overlap without nesting"
             stack.append(t)
             seen["cpu"] += 1
-    runtime = {e["args"]["correlation"]: (ns(e["ts"]), ns(e["ts"]) + ns(e["dur"]), e["name"])
-               for e in x if e["cat"] in ("cuda_runtime", "cuda_driver")}
+    runtime = {
+        e["args"]["correlation"]: (ns(e["ts"]), ns(e["ts"]) + ns(e["dur"]), e["name"])
+        for e in x
+        if e["cat"] in ("cuda_runtime", "cuda_driver")
+    }
     gpu = {e["args"]["correlation"]: e for e in x if e["cat"] in ("kernel", "gpu_memcpy")}
-    waits = {e["args"]["correlation"]: e["args"] for e in x
-             if e["cat"] == "cuda_sync" and e["name"] == "Stream Wait Event"}
+    waits = {
+        e["args"]["correlation"]: e["args"]
+        for e in x
+        if e["cat"] == "cuda_sync" and e["name"] == "Stream Wait Event"
+    }
     recorded_on = {a["wait_on_cuda_event_record_corr_id"]: a["wait_on_stream"] for a in waits.values()}
     # Replay the CUDA stream semantics in CPU issue order. A stream's position is the end of its
     # last activity *or* of an event it was told to wait for: an event recorded after a wait
@@ -97,7 +103,9 @@ def check_rank_causality(d: dict) -> Counter:
             seen["transitive"] += position[stream] > last_end[stream]  # carries an earlier wait
         elif corr in waits:
             a = waits[corr]
-            position[a["stream"]] = max(position[a["stream"]], event_time[a["wait_on_cuda_event_record_corr_id"]])
+            position[a["stream"]] = max(
+                position[a["stream"]], event_time[a["wait_on_cuda_event_record_corr_id"]]
+            )
             seen["waits"] += 1
         elif name == "cudaStreamSynchronize":
             sync = next(e for e in x if e["cat"] == "cuda_sync" and e["args"]["correlation"] == corr)
@@ -151,7 +159,14 @@ def test_presets_are_the_papers_table1():
 
 def test_config_defaults_and_validation():
     cfg = SynthConfig()
-    assert (cfg.model.name, cfg.tp, cfg.pp, cfg.dp, cfg.microbatches, cfg.world_size) == ("gpt3-15b", 2, 2, 2, 4, 8)
+    assert (cfg.model.name, cfg.tp, cfg.pp, cfg.dp, cfg.microbatches, cfg.world_size) == (
+        "gpt3-15b",
+        2,
+        2,
+        2,
+        4,
+        8,
+    )
     assert SynthConfig.from_json(orjson.loads(orjson.dumps(cfg.to_json()))) == cfg
     with pytest.raises(ConfigError, match="48 layers cannot be split evenly into 5 pipeline stages"):
         SynthConfig(pp=5)
@@ -178,8 +193,12 @@ def test_layout_follows_megatron_order():
     names = [(g.name, g.desc) for g in lay.groups_of(5)]
     # default "0", DP groups 1-4, TP groups 5-8, PP groups 9-16... named by creation order:
     # DP 1 + stage * tp + t, TP 1 + 4 + stage * dp + d, PP 1 + 4 + 4 + d * tp + t
-    assert names == [("0", "default_pg"), ("2", "DATA_PARALLEL_GROUP"), ("7", "TENSOR_MODEL_PARALLEL_GROUP"),
-                     ("18", "PIPELINE_MODEL_PARALLEL_GROUP")]
+    assert names == [
+        ("0", "default_pg"),
+        ("2", "DATA_PARALLEL_GROUP"),
+        ("7", "TENSOR_MODEL_PARALLEL_GROUP"),
+        ("18", "PIPELINE_MODEL_PARALLEL_GROUP"),
+    ]
     assert lay.n_groups == 21
 
 
@@ -197,7 +216,11 @@ def test_files_are_marked_synthetic_and_complete(tiny_job):
         info = d["distributedInfo"]
         assert (info["rank"], info["world_size"], info["backend"], info["pg_count"]) == (r, 8, "nccl", 4)
         assert [g["pg_desc"] for g in info["pg_config"]] == [
-            "default_pg", "DATA_PARALLEL_GROUP", "TENSOR_MODEL_PARALLEL_GROUP", "PIPELINE_MODEL_PARALLEL_GROUP"]
+            "default_pg",
+            "DATA_PARALLEL_GROUP",
+            "TENSOR_MODEL_PARALLEL_GROUP",
+            "PIPELINE_MODEL_PARALLEL_GROUP",
+        ]
         assert all(r in g["ranks"] for g in info["pg_config"])
         props = d["deviceProperties"]
         assert len(props) == 8 and props[0]["name"] == "NVIDIA H100 80GB HBM3" and props[0]["numSms"] == 132
@@ -214,17 +237,35 @@ def test_events_have_kineto_shapes(tiny_job):
     _, _, ranks = tiny_job
     ev = ranks[0]["traceEvents"]
     cats = Counter(e.get("cat") for e in ev if e["ph"] == "X")
-    for cat in ("cpu_op", "user_annotation", "cuda_runtime", "cuda_driver", "kernel", "gpu_memcpy", "cuda_sync",
-                "gpu_user_annotation"):
+    for cat in (
+        "cpu_op",
+        "user_annotation",
+        "cuda_runtime",
+        "cuda_driver",
+        "kernel",
+        "gpu_memcpy",
+        "cuda_sync",
+        "gpu_user_annotation",
+    ):
         assert cats[cat] > 0, cat
     mm = next(e for e in ev if e.get("name") == "aten::mm")
     assert mm["cat"] == "cpu_op" and len(mm["args"]["Input Dims"]) == 2
     (_, k1), (k2, _) = mm["args"]["Input Dims"]
     assert k1 == k2
     names = {e["name"] for e in ev if e["ph"] == "X"}
-    assert {"cudaLaunchKernel", "cuLaunchKernelEx", "cudaEventRecord", "cudaStreamWaitEvent",
-            "cudaStreamSynchronize", "record_param_comms", "nccl:all_reduce", "nccl:send", "nccl:recv",
-            "ProfilerStep#1", "ProfilerStep#2"} <= names
+    assert {
+        "cudaLaunchKernel",
+        "cuLaunchKernelEx",
+        "cudaEventRecord",
+        "cudaStreamWaitEvent",
+        "cudaStreamSynchronize",
+        "record_param_comms",
+        "nccl:all_reduce",
+        "nccl:send",
+        "nccl:recv",
+        "ProfilerStep#1",
+        "ProfilerStep#2",
+    } <= names
     assert any(n.startswith("ncclDevKernel_AllReduce_Sum_bf16_RING_") for n in names)
     assert any(n.startswith("ncclDevKernel_SendRecv(") for n in names)
     assert any(n.startswith("ncclDevKernel_ReduceScatter_Sum_bf16_") for n in names)
@@ -232,7 +273,11 @@ def test_events_have_kineto_shapes(tiny_job):
     send = next(e for e in ev if e.get("cat") == "kernel" and e["args"].get("Collective name") == "send")
     assert (send["args"]["Src Rank"], send["args"]["Dst Rank"]) == (0, 4)  # stage 0 -> stage 1
     assert send["args"]["In msg nelems"] == 128 * 256 and send["args"]["dtype"] == "BFloat16"
-    rs = next(e for e in ev if e.get("cat") == "kernel" and e["args"].get("Collective name") == "_reduce_scatter_base")
+    rs = next(
+        e
+        for e in ev
+        if e.get("cat") == "kernel" and e["args"].get("Collective name") == "_reduce_scatter_base"
+    )
     assert rs["args"]["In msg nelems"] == 2 * rs["args"]["Out msg nelems"]  # DP 2
     assert rs["args"]["Process Group Description"] == "DATA_PARALLEL_GROUP"
 
@@ -245,8 +290,9 @@ def test_every_rank_is_causally_tight(tiny_job):
     total: Counter = Counter()
     for d in ranks:
         total += check_rank_causality(d)
-    assert total["gpu"] == sum(1 for d in ranks for e in d["traceEvents"]
-                               if e.get("cat") in ("kernel", "gpu_memcpy"))
+    assert total["gpu"] == sum(
+        1 for d in ranks for e in d["traceEvents"] if e.get("cat") in ("kernel", "gpu_memcpy")
+    )
     assert total["waits"] > 0 and total["syncs"] == 8 * 2  # one optimizer sync per rank and step
 
 
@@ -255,8 +301,14 @@ def test_gpu_bound_pipeline_events_carry_earlier_waits(tmp_path):
     for a send (``req.wait()``) completes only when the send does, so the next NCCL kernel on
     another stream starts after the send -- the checker must (and does) follow such chains."""
     # Middle stages issue send_forward then recv_forward back to back during the warm-up.
-    cfg = SynthConfig(model=ModelSpec("wide", 4, 4096, 16384, 32, 2048, vocab=8192), tp=1, pp=4, dp=1,
-                      microbatches=4, iterations=1)
+    cfg = SynthConfig(
+        model=ModelSpec("wide", 4, 4096, 16384, 32, 2048, vocab=8192),
+        tp=1,
+        pp=4,
+        dp=1,
+        microbatches=4,
+        iterations=1,
+    )
     result = synthesize(cfg, tmp_path / "pp")
     seen = Counter()
     for f in result.files:
@@ -295,18 +347,28 @@ def test_pipeline_schedule_and_layers_are_recoverable(tiny_job):
     _, _, ranks = tiny_job
 
     def order(d, tid_index):
-        steps = sorted((e["ts"], e["name"]) for e in d["traceEvents"]
-                       if e.get("cat") == "user_annotation" and re.match(r"(forward|backward)_step#", e["name"]))
+        steps = sorted(
+            (e["ts"], e["name"])
+            for e in d["traceEvents"]
+            if e.get("cat") == "user_annotation" and re.match(r"(forward|backward)_step#", e["name"])
+        )
         return " ".join(("F" if n.startswith("f") else "B") + str(int(n.split("#")[1]) + 1) for _, n in steps)
 
     # 1F1B as in the paper: stage 0 of 2 with 4 microbatches, then the last stage; both iterations
     assert order(ranks[0], 0) == "F1 F2 B1 F3 B2 F4 B3 B4 " * 1 + "F1 F2 B1 F3 B2 F4 B3 B4"
     assert order(ranks[4], 0) == "F1 B1 F2 B2 F3 B3 F4 B4 F1 B1 F2 B2 F3 B3 F4 B4"
     for d, layers in ((ranks[0], {0, 1}), (ranks[5], {2, 3})):
-        fwd = Counter(e["name"] for e in d["traceEvents"] if e.get("cat") == "user_annotation"
-                      and re.fullmatch(r"decoder\.layers\.\d+", e["name"]))
-        bwd = Counter(e["name"] for e in d["traceEvents"] if e.get("cat") == "user_annotation"
-                      and re.fullmatch(r"decoder\.layers\.\d+\.backward", e["name"]))
+        fwd = Counter(
+            e["name"]
+            for e in d["traceEvents"]
+            if e.get("cat") == "user_annotation" and re.fullmatch(r"decoder\.layers\.\d+", e["name"])
+        )
+        bwd = Counter(
+            e["name"]
+            for e in d["traceEvents"]
+            if e.get("cat") == "user_annotation"
+            and re.fullmatch(r"decoder\.layers\.\d+\.backward", e["name"])
+        )
         assert fwd == {f"decoder.layers.{i}": 8 for i in layers}  # 4 microbatches x 2 iterations
         assert bwd == {f"decoder.layers.{i}.backward": 8 for i in layers}
 
@@ -316,10 +378,17 @@ def test_tp_collectives_per_layer_and_backward_on_autograd_thread(tiny_job):
     d = ranks[1]
     x = [e for e in d["traceEvents"] if e["ph"] == "X"]
     main, autograd = 20_001, 20_001 + 181
-    layer_ranges = [(e["ts"], e["ts"] + e["dur"], e["tid"]) for e in x if e.get("cat") == "user_annotation"
-                    and re.fullmatch(r"decoder\.layers\.\d+(\.backward)?", e["name"])]
-    comms = [(e["ts"], e["tid"]) for e in x if e["name"] == "record_param_comms"
-             and e["args"]["Process Group Description"] == "TENSOR_MODEL_PARALLEL_GROUP"]
+    layer_ranges = [
+        (e["ts"], e["ts"] + e["dur"], e["tid"])
+        for e in x
+        if e.get("cat") == "user_annotation" and re.fullmatch(r"decoder\.layers\.\d+(\.backward)?", e["name"])
+    ]
+    comms = [
+        (e["ts"], e["tid"])
+        for e in x
+        if e["name"] == "record_param_comms"
+        and e["args"]["Process Group Description"] == "TENSOR_MODEL_PARALLEL_GROUP"
+    ]
     for a, b, tid in layer_ranges:
         inside = [t for t, ctid in comms if ctid == tid and a <= t <= b]
         assert len(inside) == 2  # forward: after attention and MLP; backward: QKV and FC1 input grads
@@ -328,11 +397,21 @@ def test_tp_collectives_per_layer_and_backward_on_autograd_thread(tiny_job):
 
 def test_dp_reduce_scatter_overlaps_backward(tmp_path):
     """Gradient buckets are reduce-scattered while the backward of earlier layers still computes."""
-    cfg = SynthConfig(model=ModelSpec("wide", 4, 4096, 16384, 32, 2048, vocab=8192), tp=1, pp=1, dp=4,
-                      microbatches=1, iterations=1)
+    cfg = SynthConfig(
+        model=ModelSpec("wide", 4, 4096, 16384, 32, 2048, vocab=8192),
+        tp=1,
+        pp=1,
+        dp=4,
+        microbatches=1,
+        iterations=1,
+    )
     d = read(synthesize(cfg, tmp_path / "dp").files[0])
     k = [e for e in d["traceEvents"] if e.get("cat") == "kernel"]
-    rs = [(ns(e["ts"]), ns(e["ts"] + e["dur"])) for e in k if e["args"].get("Collective name") == "_reduce_scatter_base"]
+    rs = [
+        (ns(e["ts"]), ns(e["ts"] + e["dur"]))
+        for e in k
+        if e["args"].get("Collective name") == "_reduce_scatter_base"
+    ]
     compute = [(ns(e["ts"]), ns(e["ts"] + e["dur"])) for e in k if e["tid"] == 7]
     # Buckets of >= 40M parameters in backward order: output layer (8192 x 4096 = 33.5M) + layer 3
     # (4*4096^2 + 2*4096*16384 = 201M), layer 2, layer 1, layer 0, embedding (42M): 5 reduce-scatters.
@@ -345,8 +424,14 @@ def test_dp_reduce_scatter_overlaps_backward(tmp_path):
 
 
 def test_gemm_durations_follow_the_roofline(tmp_path):
-    cfg = SynthConfig(model=ModelSpec("wide", 2, 4096, 16384, 32, 2048, vocab=4096), tp=1, pp=1, dp=1,
-                      microbatches=1, iterations=1)
+    cfg = SynthConfig(
+        model=ModelSpec("wide", 2, 4096, 16384, 32, 2048, vocab=4096),
+        tp=1,
+        pp=1,
+        dp=1,
+        microbatches=1,
+        iterations=1,
+    )
     d = read(synthesize(cfg, tmp_path / "g").files[0])
     x = [e for e in d["traceEvents"] if e["ph"] == "X"]
     by_ext = {e["args"]["External id"]: e for e in x if e["cat"] == "kernel"}
@@ -369,12 +454,18 @@ def test_other_gpus_change_kernels_and_precision(tmp_path):
     assert d["deviceProperties"][0]["name"] == "Tesla V100-SXM2-16GB"
     kernels = [e for e in d["traceEvents"] if e.get("cat") == "kernel"]
     assert any(e["name"].startswith("volta_h884gemm") for e in kernels)
-    assert not any("BFloat16" in e["name"] or "bfloat16" in e["name"] for e in kernels)  # Volta trains in FP16
+    assert not any(
+        "BFloat16" in e["name"] or "bfloat16" in e["name"] for e in kernels
+    )  # Volta trains in FP16
     nccl = [e for e in kernels if "Collective name" in e["args"]]
     assert nccl and all(e["args"]["dtype"] in ("Half", "Float") for e in nccl)
     assert any(e["name"].startswith("ncclDevKernel_AllReduce_Sum_f16_RING_") for e in nccl)
-    a100 = read(synthesize(SynthConfig(model=TINY, tp=1, pp=1, dp=1, microbatches=1, iterations=1, gpu="A100"),
-                           tmp_path / "a100").files[0])
+    a100 = read(
+        synthesize(
+            SynthConfig(model=TINY, tp=1, pp=1, dp=1, microbatches=1, iterations=1, gpu="A100"),
+            tmp_path / "a100",
+        ).files[0]
+    )
     assert a100["deviceProperties"][0]["name"] == "NVIDIA A100-SXM4-80GB"
     assert any(e.get("name", "").startswith("ampere_bf16_s16816gemm") for e in a100["traceEvents"])
 
@@ -383,7 +474,9 @@ def test_same_seed_same_bytes_other_seed_other_times(tmp_path):
     cfg = SynthConfig(model=TINY, tp=1, pp=2, dp=1, microbatches=2, iterations=1, seed=11)
     a = synthesize(cfg, tmp_path / "a")
     b = synthesize(cfg, tmp_path / "b")
-    c = synthesize(SynthConfig(model=TINY, tp=1, pp=2, dp=1, microbatches=2, iterations=1, seed=12), tmp_path / "c")
+    c = synthesize(
+        SynthConfig(model=TINY, tp=1, pp=2, dp=1, microbatches=2, iterations=1, seed=12), tmp_path / "c"
+    )
     d = synthesize(cfg, tmp_path / "d", workers=2)  # ranks written by two processes: same bytes
     for fa, fb, fc, fd in zip(a.files, b.files, c.files, d.files, strict=True):
         assert fa.read_bytes() == fb.read_bytes() == fd.read_bytes()
@@ -446,14 +539,22 @@ def test_loader_recovers_the_true_clock_offsets(tmp_path):
 
 @pytest.mark.parametrize("shape", ["tiny-cpu-bound", "gpu-bound-pp4", "two-nodes"])
 def test_replay_reproduces_synthetic_jobs_within_one_percent(shape, tiny_job, tmp_path):
-    from lumos_core.replay import replay
+    from lumos_core.replay.run import replay
 
     if shape == "tiny-cpu-bound":
         out = tiny_job[0]
     else:
-        cfg = {"gpu-bound-pp4": SynthConfig(model=ModelSpec("wide", 4, 4096, 16384, 32, 2048, vocab=8192), tp=1,
-                                            pp=4, dp=1, microbatches=4, iterations=2),
-               "two-nodes": SynthConfig(model=TINY, tp=2, pp=1, dp=8, microbatches=2, iterations=2, seed=5)}[shape]
+        cfg = {
+            "gpu-bound-pp4": SynthConfig(
+                model=ModelSpec("wide", 4, 4096, 16384, 32, 2048, vocab=8192),
+                tp=1,
+                pp=4,
+                dp=1,
+                microbatches=4,
+                iterations=2,
+            ),
+            "two-nodes": SynthConfig(model=TINY, tp=2, pp=1, dp=8, microbatches=2, iterations=2, seed=5),
+        }[shape]
         out = tmp_path / shape
         synthesize(cfg, out)
     result = replay(load_job(out, use_cache=False))
@@ -464,9 +565,33 @@ def test_replay_reproduces_synthetic_jobs_within_one_percent(shape, tiny_job, tm
 
 def test_cli_synth_writes_and_reports(tmp_path, capsys):
     out = tmp_path / "cli"
-    rc = cli_main(["synth", str(out), "--model", "custom", "--layers", "2", "--hidden", "128", "--heads", "2",
-                   "--seq", "64", "--vocab", "512", "--tp", "1", "--pp", "2", "--dp", "2", "--iterations", "1",
-                   "--quiet"])
+    rc = cli_main(
+        [
+            "synth",
+            str(out),
+            "--model",
+            "custom",
+            "--layers",
+            "2",
+            "--hidden",
+            "128",
+            "--heads",
+            "2",
+            "--seq",
+            "64",
+            "--vocab",
+            "512",
+            "--tp",
+            "1",
+            "--pp",
+            "2",
+            "--dp",
+            "2",
+            "--iterations",
+            "1",
+            "--quiet",
+        ]
+    )
     text = capsys.readouterr().out
     assert rc == 0
     assert "wrote 4 SYNTHETIC rank traces" in text and "not evidence of Lumos's accuracy" in text
@@ -480,7 +605,7 @@ def test_cli_synth_writes_and_reports(tmp_path, capsys):
 
 
 def test_demo_is_generated_once_into_the_cache_and_repaired(tmp_path):
-    from lumos_core.demo import DEMO_CONFIG, demo_job_path
+    from lumos_core.synth.demo import DEMO_CONFIG, demo_job_path
 
     assert (DEMO_CONFIG.tp, DEMO_CONFIG.pp, DEMO_CONFIG.dp, DEMO_CONFIG.world_size) == (2, 2, 2, 8)
     root = tmp_path / "cache"
@@ -502,7 +627,7 @@ def test_demo_is_generated_once_into_the_cache_and_repaired(tmp_path):
 
 
 def test_demo_uses_the_lumos_cache_dir(monkeypatch, tmp_path):
-    from lumos_core import demo
+    from lumos_core.synth import demo
 
     monkeypatch.setenv("LUMOS_CACHE_DIR", str(tmp_path / "c"))
     small = SynthConfig(model=TINY, tp=1, pp=1, dp=2, microbatches=1, iterations=1)
@@ -514,7 +639,7 @@ def test_pipeline_stages_on_two_hosts_are_aligned_through_send_recv(tmp_path):
     """TP 4 x DP 2 x PP 2 puts each stage on its own 8-GPU host with its own clock offset; no
     collective spans both stages, so only the send/recv pairs can align them. Without that the
     replay was 2.4 % off (every stage-to-stage transfer looked ~600 µs late)."""
-    from lumos_core.replay import replay
+    from lumos_core.replay.run import replay
 
     model = ModelSpec("t", layers=4, hidden=1024, ffn=4096, heads=8, seq=1024, vocab=32000)
     result = synthesize(

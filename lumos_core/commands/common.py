@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ..progress import Progress, no_progress
+from lumos_core.progress import Progress, no_progress
 
 
 def add_load_arguments(p: argparse.ArgumentParser) -> None:

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import orjson
 
-from ..baseline import infer_baseline
-from ..config import KNOBS, JobConfig, check
-from ..estimate import EstimateResult, estimate
-from ..export import write_job
-from ..loader import load_job
-from ..schedules import SCHEDULES
-from .common import add_load_arguments, load_from_args, terminal_progress
+from lumos_core.commands.common import add_load_arguments, load_from_args, terminal_progress
+from lumos_core.trace.loader import load_job
+from lumos_core.whatif.baseline import infer_baseline
+from lumos_core.whatif.config import KNOBS, JobConfig, check
+from lumos_core.whatif.estimate import EstimateResult, estimate
+from lumos_core.whatif.export import write_job
+from lumos_core.whatif.schedules import SCHEDULES
 
 DESCRIPTION = """Predict the iteration time, breakdown and timeline of a configuration that was never
 run, from the traces of one run: the execution graph is rewritten (new collective and kernel

@@ -7,9 +7,9 @@ import sys
 
 import orjson
 
-from ..inspect_report import format_inspect, inspect_job
-from ..loader import load_job
-from .common import add_load_arguments, load_from_args
+from lumos_core.commands.common import add_load_arguments, load_from_args
+from lumos_core.trace.inspect_report import format_inspect, inspect_job
+from lumos_core.trace.loader import load_job
 
 DESCRIPTION = """Summarise a folder of per-rank PyTorch profiler traces (or one trace file):
 per rank the device, world size, event counts, streams with their roles, threads, iterations

@@ -7,10 +7,10 @@ import sys
 
 import orjson
 
-from ..errors import ConfigError
-from ..loader import load_job
-from ..replay import ReplayResult, parse_scale, replay
-from .common import add_load_arguments, load_from_args, terminal_progress
+from lumos_core.commands.common import add_load_arguments, load_from_args, terminal_progress
+from lumos_core.errors import ConfigError
+from lumos_core.replay.run import ReplayResult, parse_scale, replay
+from lumos_core.trace.loader import load_job
 
 DESCRIPTION = """Build the execution graph of every rank (CPU->CPU, CPU->GPU launch, GPU->CPU sync,
 GPU->GPU stream and event dependencies, collectives across ranks), replay it, and compare the

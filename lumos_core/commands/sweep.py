@@ -9,15 +9,15 @@ from pathlib import Path
 
 import orjson
 
-from ..baseline import infer_baseline
-from ..knobs import OVERRIDABLE, parse_changes
-from ..loader import load_job
-from ..sweep_engines import ENGINES, make_engine
-from ..sweep_grid import parse_grid
-from ..sweep_point import TOKENS_UNKNOWN
-from ..sweep_results import ResultsFile, format_table, row_to_dict
-from ..sweep_run import SweepReport, run_grid
-from .common import add_load_arguments, load_from_args, terminal_progress
+from lumos_core.commands.common import add_load_arguments, load_from_args, terminal_progress
+from lumos_core.sweep.engines import ENGINES, make_engine
+from lumos_core.sweep.grid import parse_grid
+from lumos_core.sweep.point import TOKENS_UNKNOWN
+from lumos_core.sweep.results import ResultsFile, format_table, row_to_dict
+from lumos_core.sweep.run import SweepReport, run_grid
+from lumos_core.trace.loader import load_job
+from lumos_core.whatif.baseline import infer_baseline
+from lumos_core.whatif.knobs import OVERRIDABLE, parse_changes
 
 DESCRIPTION = """Estimate every configuration of a grid of what-if knobs (one `lumos estimate` each) and
 write a table: configuration, world size, predicted iteration time, breakdown, and tokens/s per GPU
@@ -76,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
     grid = parse_grid(args.grid, fixed)
     engine = make_engine(args.engine, args.jobs, args.address)
     if args.engine == "ray":
-        from ..sweep_engines import import_ray
+        from lumos_core.sweep.engines import import_ray
 
         import_ray()  # say how to install it before loading anything
     job = load_from_args(args, load_job)

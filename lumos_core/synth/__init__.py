@@ -4,8 +4,16 @@ See :func:`synthesize` (:mod:`.generate`), the presets in :mod:`.models`, the pe
 sequence in :mod:`.plan` and the causal timing simulation in :mod:`.timeline`.
 """
 
-from .generate import GENERATOR_VERSION, SynthResult, rank_file_name, synthesize
-from .models import PRESETS, ModelSpec, SynthConfig, model_from_args
+from lumos_core.synth.generate import GENERATOR_VERSION, SynthResult, rank_file_name, synthesize
+from lumos_core.synth.models import PRESETS, ModelSpec, SynthConfig, model_from_args
 
-__all__ = ["GENERATOR_VERSION", "PRESETS", "ModelSpec", "SynthConfig", "SynthResult", "model_from_args",
-           "rank_file_name", "synthesize"]
+__all__ = [
+    "GENERATOR_VERSION",
+    "PRESETS",
+    "ModelSpec",
+    "SynthConfig",
+    "SynthResult",
+    "model_from_args",
+    "rank_file_name",
+    "synthesize",
+]

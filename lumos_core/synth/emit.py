@@ -17,9 +17,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..trace import CollectiveKind
-from .plan import ROLE_PREV, ROLE_TP, CommDesc, KernelDesc
-from .timeline import RankSetup
+from lumos_core.synth.plan import ROLE_PREV, ROLE_TP, CommDesc, KernelDesc
+from lumos_core.synth.timeline import RankSetup
+from lumos_core.trace.model import CollectiveKind
 
 __all__ = ["STREAM_IDS", "Emitter", "RankIdentity"]
 
@@ -51,7 +51,9 @@ class RankIdentity:
 class Emitter:
     """Builds one rank's events and hands each iteration's list to ``sink``."""
 
-    def __init__(self, ident: RankIdentity, setup: RankSetup, sink: Callable[[list[dict[str, Any]]], None]) -> None:
+    def __init__(
+        self, ident: RankIdentity, setup: RankSetup, sink: Callable[[list[dict[str, Any]]], None]
+    ) -> None:
         self.id = ident
         self.setup = setup
         self.sink = sink
@@ -80,38 +82,107 @@ class Emitter:
 
     # ---- building blocks ----
     def _x(self, cat: str, name: str, pid: int, tid: int, t0: int, t1: int, args: dict[str, Any]) -> None:
-        self.ev.append({"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": self.us(t0),
-                        "dur": (t1 - t0) / 1000.0, "args": args})
+        self.ev.append(
+            {
+                "ph": "X",
+                "cat": cat,
+                "name": name,
+                "pid": pid,
+                "tid": tid,
+                "ts": self.us(t0),
+                "dur": (t1 - t0) / 1000.0,
+                "args": args,
+            }
+        )
 
-    def _runtime(self, th: int, name: str, t0: int, t1: int, ext: int, cbid: int, cat: str = "cuda_runtime") -> int:
+    def _runtime(
+        self, th: int, name: str, t0: int, t1: int, ext: int, cbid: int, cat: str = "cuda_runtime"
+    ) -> int:
         corr = self._next_corr()
-        self._x(cat, name, self.id.pid, self.id.tids[th], t0, t1,
-                {"External id": ext, "cbid": cbid, "correlation": corr})
+        self._x(
+            cat,
+            name,
+            self.id.pid,
+            self.id.tids[th],
+            t0,
+            t1,
+            {"External id": ext, "cbid": cbid, "correlation": corr},
+        )
         return corr
 
-    def _gpu(self, cat: str, name: str, stream: int, t0: int, t1: int, args: dict[str, Any], th: int,
-             launch_t0: int, corr: int) -> None:
+    def _gpu(
+        self,
+        cat: str,
+        name: str,
+        stream: int,
+        t0: int,
+        t1: int,
+        args: dict[str, Any],
+        th: int,
+        launch_t0: int,
+        corr: int,
+    ) -> None:
         sid = STREAM_IDS[stream]
         self._x(cat, name, self.id.device, sid, t0, t1, args)
-        self.ev.append({"ph": "s", "id": corr, "pid": self.id.pid, "tid": self.id.tids[th],
-                        "ts": self.us(launch_t0), "cat": "ac2g", "name": "ac2g"})
-        self.ev.append({"ph": "f", "id": corr, "pid": self.id.device, "tid": sid, "ts": self.us(t0),
-                        "cat": "ac2g", "name": "ac2g", "bp": "e"})
+        self.ev.append(
+            {
+                "ph": "s",
+                "id": corr,
+                "pid": self.id.pid,
+                "tid": self.id.tids[th],
+                "ts": self.us(launch_t0),
+                "cat": "ac2g",
+                "name": "ac2g",
+            }
+        )
+        self.ev.append(
+            {
+                "ph": "f",
+                "id": corr,
+                "pid": self.id.device,
+                "tid": sid,
+                "ts": self.us(t0),
+                "cat": "ac2g",
+                "name": "ac2g",
+                "bp": "e",
+            }
+        )
         self.n_gpu += 1
 
     def _gpu_args(self, stream: int, ext: int, corr: int) -> dict[str, Any]:
-        return {"External id": ext, "queued": 0, "device": self.id.device, "context": 1,
-                "stream": STREAM_IDS[stream], "correlation": corr}
+        return {
+            "External id": ext,
+            "queued": 0,
+            "device": self.id.device,
+            "context": 1,
+            "stream": STREAM_IDS[stream],
+            "correlation": corr,
+        }
 
-    def _wait_event(self, th: int, ext: int, waiting: int, on: int, record_corr: int, event_id: int,
-                    t0: int, t1: int) -> None:
+    def _wait_event(
+        self, th: int, ext: int, waiting: int, on: int, record_corr: int, event_id: int, t0: int, t1: int
+    ) -> None:
         corr = self._runtime(th, "cudaStreamWaitEvent", t0, t1, ext, CBID_STREAM_WAIT)
         mid = t0 + (t1 - t0) // 4
-        self._x("cuda_sync", "Stream Wait Event", self.id.device, STREAM_IDS[waiting], mid,
-                mid + max(1, (t1 - t0) // 2),
-                {"External id": ext, "cuda_sync_kind": "Stream Wait Event", "wait_on_stream": STREAM_IDS[on],
-                 "wait_on_cuda_event_record_corr_id": record_corr, "wait_on_cuda_event_id": event_id,
-                 "stream": STREAM_IDS[waiting], "correlation": corr, "device": self.id.device, "context": 1})
+        self._x(
+            "cuda_sync",
+            "Stream Wait Event",
+            self.id.device,
+            STREAM_IDS[waiting],
+            mid,
+            mid + max(1, (t1 - t0) // 2),
+            {
+                "External id": ext,
+                "cuda_sync_kind": "Stream Wait Event",
+                "wait_on_stream": STREAM_IDS[on],
+                "wait_on_cuda_event_record_corr_id": record_corr,
+                "wait_on_cuda_event_id": event_id,
+                "stream": STREAM_IDS[waiting],
+                "correlation": corr,
+                "device": self.id.device,
+                "context": 1,
+            },
+        )
 
     def _record_event(self, th: int, ext: int, t0: int, t1: int) -> tuple[int, int]:
         corr = self._runtime(th, "cudaEventRecord", t0, t1, ext, CBID_EVENT_RECORD)
@@ -119,7 +190,9 @@ class Emitter:
         return corr, self._event_id
 
     # ---- what the timeline calls ----
-    def compute(self, th: int, d: KernelDesc, t0: int, t1: int, l0: int, l1: int, start: int, end: int) -> None:
+    def compute(
+        self, th: int, d: KernelDesc, t0: int, t1: int, l0: int, l1: int, start: int, end: int
+    ) -> None:
         ext = self.next_ext()
         args: dict[str, Any] = {"External id": ext, "Record function id": 0}
         if d.dims is not None:
@@ -130,10 +203,14 @@ class Emitter:
         static = self._kernel_args.get(id(d))
         if static is None:
             static = self._kernel_args[id(d)] = {
-                "registers per thread": d.registers, "shared memory": d.shared_memory,
+                "registers per thread": d.registers,
+                "shared memory": d.shared_memory,
                 "blocks per SM": round(d.grid[0] * d.grid[1] * d.grid[2] / 132, 6),
                 "warps per SM": round(d.grid[0] * d.grid[1] * d.grid[2] * d.block[0] / 32 / 132, 6),
-                "grid": list(d.grid), "block": list(d.block), "est. achieved occupancy %": 50}
+                "grid": list(d.grid),
+                "block": list(d.block),
+                "est. achieved occupancy %": 50,
+            }
         args = self._gpu_args(0, ext, corr)
         args.update(static)
         self._gpu("kernel", d.kernel_name, 0, start, end, args, th, l0, corr)
@@ -147,11 +224,21 @@ class Emitter:
             name, desc, size, ranks = self.id.groups[0 if role == ROLE_TP else 1]
             seq = key & 0xFFFFFFFF
         args: dict[str, Any] = {
-            "Collective name": c.coll_name, "In msg nelems": c.in_nelems, "Out msg nelems": c.out_nelems,
-            "Group size": size, "dtype": c.dtype, "In split size": "[]", "Out split size": "[]",
-            "Global rank start": 0, "Global rank stride": 1,
-            "Process Group Name": name, "Process Group Description": desc, "Process Group Ranks": ranks,
-            "Rank": self.id.rank, "Seq": seq}
+            "Collective name": c.coll_name,
+            "In msg nelems": c.in_nelems,
+            "Out msg nelems": c.out_nelems,
+            "Group size": size,
+            "dtype": c.dtype,
+            "In split size": "[]",
+            "Out split size": "[]",
+            "Global rank start": 0,
+            "Global rank stride": 1,
+            "Process Group Name": name,
+            "Process Group Description": desc,
+            "Process Group Ranks": ranks,
+            "Rank": self.id.rank,
+            "Seq": seq,
+        }
         if role >= ROLE_PREV:
             peer = self.setup.peers[role - ROLE_PREV]
             me = self.id.rank
@@ -160,23 +247,62 @@ class Emitter:
             args["Dst Rank"] = dst
         return args
 
-    def collective(self, th: int, c: CommDesc, setup: RankSetup, key: int, s: int, cd: int, t0: int, t1: int,
-                   a0: int, a1: int, r0: int, r1: int, w0: int, w1: int, l0: int, l1: int, kstart: int,
-                   kend: int, q0: int, q1: int, x0: int, x1: int, wait: bool, handle: int) -> None:
+    def collective(
+        self,
+        th: int,
+        c: CommDesc,
+        setup: RankSetup,
+        key: int,
+        s: int,
+        cd: int,
+        t0: int,
+        t1: int,
+        a0: int,
+        a1: int,
+        r0: int,
+        r1: int,
+        w0: int,
+        w1: int,
+        l0: int,
+        l1: int,
+        kstart: int,
+        kend: int,
+        q0: int,
+        q1: int,
+        x0: int,
+        x1: int,
+        wait: bool,
+        handle: int,
+    ) -> None:
         ext = self.next_ext()
         comm = self._comm_args(c, key)
         rpc_args: dict[str, Any] = {"External id": ext, "Record function id": 0}
         rpc_args.update(comm)
         self._x("cpu_op", "record_param_comms", self.id.pid, self.id.tids[th], t0, t1, rpc_args)
-        self._x("user_annotation", c.annotation, self.id.pid, self.id.tids[th], a0, a1,
-                {"External id": self.next_ext(), "Record function id": 0})
+        self._x(
+            "user_annotation",
+            c.annotation,
+            self.id.pid,
+            self.id.tids[th],
+            a0,
+            a1,
+            {"External id": self.next_ext(), "Record function id": 0},
+        )
         rec_corr, rec_id = self._record_event(th, ext, r0, r1)
         self._wait_event(th, ext, s, 0, rec_corr, rec_id, w0, w1)
         corr = self._runtime(th, "cuLaunchKernelEx", l0, l1, ext, CBID_NCCL_LAUNCH, cat="cuda_driver")
         args = self._gpu_args(s, ext, corr)
-        args.update({"registers per thread": 96, "shared memory": 87_568, "blocks per SM": 0.181818,
-                     "warps per SM": 3.090909, "grid": [24, 1, 1], "block": [544, 1, 1],
-                     "est. achieved occupancy %": 0})
+        args.update(
+            {
+                "registers per thread": 96,
+                "shared memory": 87_568,
+                "blocks per SM": 0.181818,
+                "warps per SM": 3.090909,
+                "grid": [24, 1, 1],
+                "block": [544, 1, 1],
+                "est. achieved occupancy %": 0,
+            }
+        )
         args.update(comm)
         self._gpu("kernel", setup.comm_kernel[cd], s, kstart, kend, args, th, l0, corr)
         end_corr, end_id = self._record_event(th, ext, q0, q1)
@@ -190,12 +316,21 @@ class Emitter:
         self._wait_event(th, self.next_ext(), 0, s, corr, event_id, x0, x1)
 
     def range(self, th: int, name: str, cat: str, t0: int, t1: int, ext: int) -> None:
-        self._x(cat, name, self.id.pid, self.id.tids[th], t0, t1, {"External id": ext, "Record function id": 0})
+        self._x(
+            cat, name, self.id.pid, self.id.tids[th], t0, t1, {"External id": ext, "Record function id": 0}
+        )
 
     def memcpy(self, th: int, nbytes: int, t0: int, t1: int, start: int, end: int) -> None:
         ext = self.next_ext()
-        self._x("cpu_op", "aten::_local_scalar_dense", self.id.pid, self.id.tids[th], t0 - 500, t1 + 300,
-                {"External id": ext, "Record function id": 0})
+        self._x(
+            "cpu_op",
+            "aten::_local_scalar_dense",
+            self.id.pid,
+            self.id.tids[th],
+            t0 - 500,
+            t1 + 300,
+            {"External id": ext, "Record function id": 0},
+        )
         corr = self._runtime(th, "cudaMemcpyAsync", t0, t1, ext, CBID_MEMCPY)
         args = self._gpu_args(0, ext, corr)
         args["bytes"] = nbytes
@@ -205,20 +340,47 @@ class Emitter:
     def stream_sync(self, th: int, t0: int, t1: int, s0: int, s1: int) -> None:
         ext = self.next_ext()
         corr = self._runtime(th, "cudaStreamSynchronize", t0, t1, ext, CBID_STREAM_SYNC)
-        self._x("cuda_sync", "Stream Sync", self.id.device, STREAM_IDS[0], s0, s1,
-                {"External id": ext, "cuda_sync_kind": "Stream Sync", "stream": STREAM_IDS[0],
-                 "correlation": corr, "device": self.id.device, "context": 1})
+        self._x(
+            "cuda_sync",
+            "Stream Sync",
+            self.id.device,
+            STREAM_IDS[0],
+            s0,
+            s1,
+            {
+                "External id": ext,
+                "cuda_sync_kind": "Stream Sync",
+                "stream": STREAM_IDS[0],
+                "correlation": corr,
+                "device": self.id.device,
+                "context": 1,
+            },
+        )
 
     def step_begin(self, iteration: int) -> None:
         self._step_ext = self.next_ext()
 
     def step_end(self, iteration: int, t0: int, t1: int, gpu_first: int, gpu_last: int) -> None:
         name = f"ProfilerStep#{self.id.first_step + iteration}"
-        self._x("user_annotation", name, self.id.pid, self.id.tids[0], t0, t1,
-                {"External id": self._step_ext, "Record function id": 0})
+        self._x(
+            "user_annotation",
+            name,
+            self.id.pid,
+            self.id.tids[0],
+            t0,
+            t1,
+            {"External id": self._step_ext, "Record function id": 0},
+        )
         if gpu_first >= 0:
-            self._x("gpu_user_annotation", name, self.id.device, STREAM_IDS[0], gpu_first, gpu_last,
-                    {"External id": self._step_ext})
+            self._x(
+                "gpu_user_annotation",
+                name,
+                self.id.device,
+                STREAM_IDS[0],
+                gpu_first,
+                gpu_last,
+                {"External id": self._step_ext},
+            )
             self.step_spans.append((gpu_first, gpu_last))
 
     def flush(self) -> None:

@@ -6,7 +6,7 @@ pass 2 (see :mod:`.timeline`). Peak memory is the plans, the instance table and 
 of one iteration, whatever the number of ranks.
 
 The traces are synthetic: their durations come from the same analytical cost models the estimator
-uses (:mod:`lumos_core.costs`), so they can demonstrate and stress Lumos but are no evidence of its
+uses (:mod:`lumos_core.perf.costs`), so they can demonstrate and stress Lumos but are no evidence of its
 accuracy -- accuracy is measured on real traces only. Every file says so at top level
 (``"lumos_synthetic": true``) and in its ``traceName``.
 """
@@ -23,16 +23,15 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import costs
-from ..errors import ConfigError
-from ..hardware import GpuProfile, get_gpu
-from ..progress import Progress, no_progress, scaled
-from ..trace import CollectiveKind
-from .emit import STREAM_IDS, Emitter, RankIdentity
-from .groups import Layout
-from .kineto_writer import BASE_TIME_NS, TS_ORIGIN_NS, RankTraceWriter, device_properties
-from .models import SynthConfig
-from .plan import (
+from lumos_core.errors import ConfigError
+from lumos_core.perf import costs
+from lumos_core.perf.hardware import GpuProfile, get_gpu
+from lumos_core.progress import Progress, no_progress, scaled
+from lumos_core.synth.emit import STREAM_IDS, Emitter, RankIdentity
+from lumos_core.synth.groups import Layout
+from lumos_core.synth.kineto_writer import BASE_TIME_NS, TS_ORIGIN_NS, RankTraceWriter, device_properties
+from lumos_core.synth.models import SynthConfig
+from lumos_core.synth.plan import (
     OP_COLL,
     OP_P2P,
     ROLE_DP,
@@ -43,7 +42,8 @@ from .plan import (
     StagePlan,
     build_stage_plan,
 )
-from .timeline import InstanceTable, RankSetup, run_rank, simulate_collectives, unit_hash
+from lumos_core.synth.timeline import InstanceTable, RankSetup, run_rank, simulate_collectives, unit_hash
+from lumos_core.trace.model import CollectiveKind
 
 __all__ = ["GENERATOR_VERSION", "SynthResult", "rank_file_name", "synthesize"]
 
@@ -125,9 +125,12 @@ class _Job:
         plan = self.plans[stage]
         tp, dp = layout.tp_group(rank), layout.dp_group(rank)
         peers = (layout.peer(rank, "prev"), layout.peer(rank, "next"))
-        inter = (layout.spans_nodes(tp.ranks), layout.spans_nodes(dp.ranks),
-                 peers[0] >= 0 and layout.node(peers[0]) != layout.node(rank),
-                 peers[1] >= 0 and layout.node(peers[1]) != layout.node(rank))
+        inter = (
+            layout.spans_nodes(tp.ranks),
+            layout.spans_nodes(dp.ranks),
+            peers[0] >= 0 and layout.node(peers[0]) != layout.node(rank),
+            peers[1] >= 0 and layout.node(peers[1]) != layout.node(rank),
+        )
         key = (stage, inter)
         tables = self._comm_cache.get(key)
         if tables is None:
@@ -136,10 +139,18 @@ class _Job:
             tables = self._comm_cache[key] = ([p[0] for p in pairs], [p[1] for p in pairs])
         seed = cfg.seed
         return RankSetup(
-            rank=rank, plan=plan, seed=seed, iterations=cfg.iterations, comm_ns=tables[0], comm_kernel=tables[1],
-            group_index=(tp.index, dp.index), group_size=(tp.size, dp.size), peers=peers,
+            rank=rank,
+            plan=plan,
+            seed=seed,
+            iterations=cfg.iterations,
+            comm_ns=tables[0],
+            comm_kernel=tables[1],
+            group_index=(tp.index, dp.index),
+            group_size=(tp.size, dp.size),
+            peers=peers,
             start_ns=50_000 + int(unit_hash(seed, 3, rank) * START_SKEW_NS),
-            gpu_speed=1.0 + (2 * unit_hash(seed, 4, rank) - 1) * 0.01)
+            gpu_speed=1.0 + (2 * unit_hash(seed, 4, rank) - 1) * 0.01,
+        )
 
     def instances_per_rank(self, stage: int) -> int:
         n = 0
@@ -157,7 +168,9 @@ def _prepare_output(out: Path, overwrite: bool) -> None:
     if out.is_dir():
         entries = list(out.iterdir())
         if entries and not overwrite:
-            raise ConfigError(f"{out} is not empty: choose a new folder or pass --force to replace its traces")
+            raise ConfigError(
+                f"{out} is not empty: choose a new folder or pass --force to replace its traces"
+            )
         for p in entries:
             if p.is_file() and (p.name.startswith("rank") and ".pt.trace.json" in p.name):
                 p.unlink()
@@ -223,18 +236,29 @@ def _write_rank(job: _Job, table: InstanceTable, rank: int, out: Path, compressl
     tp, dp, pp = layout.tp_group(rank), layout.dp_group(rank), layout.pp_group(rank)
     pid = 20_000 + rank
     ident = RankIdentity(
-        rank=rank, pid=pid, tids=(pid, pid + 181), device=layout.local_rank(rank),
+        rank=rank,
+        pid=pid,
+        tids=(pid, pid + 181),
+        device=layout.local_rank(rank),
         shift_ns=TS_ORIGIN_NS + offset,
         groups=tuple((g.name, g.desc, g.size, g.ranks_text) for g in (tp, dp, pp)),  # type: ignore[arg-type]
-        first_step=cfg.first_step)
+        first_step=cfg.first_step,
+    )
     groups = layout.groups_of(rank)
     header = {
         "schemaVersion": 1,
         "deviceProperties": device_properties(gpu, gpu.gpus_per_node),
-        "cupti_version": 24, "cuda_runtime_version": 12040, "cuda_driver_version": 12040,
-        "distributedInfo": {"backend": "nccl", "rank": rank, "world_size": cfg.world_size,
-                            "pg_count": len(groups), "pg_config": [g.config() for g in groups],
-                            "nccl_version": NCCL_VERSION},
+        "cupti_version": 24,
+        "cuda_runtime_version": 12040,
+        "cuda_driver_version": 12040,
+        "distributedInfo": {
+            "backend": "nccl",
+            "rank": rank,
+            "world_size": cfg.world_size,
+            "pg_count": len(groups),
+            "pg_config": [g.config() for g in groups],
+            "nccl_version": NCCL_VERSION,
+        },
         "record_shapes": 1,
         "trace_id": f"{cfg.seed:08X}{rank:08X}LUMOSSYNTHETIC",
         "displayTimeUnit": "ms",
@@ -249,10 +273,22 @@ def _write_rank(job: _Job, table: InstanceTable, rank: int, out: Path, compressl
         em = Emitter(ident, setup, writer.write)
         for key in run_rank(setup, table, em):
             raise RuntimeError(f"rank {rank}: instance {key:#x} unresolved after pass 1")
-        writer.close({"traceName": f"lumos-synthetic://{cfg.model.name}/tp{cfg.tp}-pp{cfg.pp}-dp{cfg.dp}/"
-                                   f"{path.name} (synthetic)"})
-    return _RankStats(rank, path, writer.n_events, em.n_gpu, em.n_events - 2 * em.n_gpu, path.stat().st_size,
-                      offset, em.step_spans)
+        writer.close(
+            {
+                "traceName": f"lumos-synthetic://{cfg.model.name}/tp{cfg.tp}-pp{cfg.pp}-dp{cfg.dp}/"
+                f"{path.name} (synthetic)"
+            }
+        )
+    return _RankStats(
+        rank,
+        path,
+        writer.n_events,
+        em.n_gpu,
+        em.n_events - 2 * em.n_gpu,
+        path.stat().st_size,
+        offset,
+        em.step_spans,
+    )
 
 
 # Worker processes inherit the job and the instance table by fork (read-only, never pickled).
@@ -271,8 +307,9 @@ def _default_workers(world: int) -> int:
     return max(1, min(os.cpu_count() or 1, 8))
 
 
-def _write_all(job: _Job, table: InstanceTable, out: Path, compresslevel: int, workers: int,
-               progress: Progress) -> Iterator[_RankStats]:
+def _write_all(
+    job: _Job, table: InstanceTable, out: Path, compresslevel: int, workers: int, progress: Progress
+) -> Iterator[_RankStats]:
     """Yield every rank's stats as it is written, in worker processes when asked and safe."""
     global _FORK_STATE
     world = job.cfg.world_size
@@ -298,8 +335,15 @@ def _write_all(job: _Job, table: InstanceTable, out: Path, compresslevel: int, w
         _FORK_STATE = None
 
 
-def synthesize(cfg: SynthConfig, out: Path | str, progress: Progress = no_progress, *, overwrite: bool = False,
-               compresslevel: int = 1, workers: int | None = None) -> SynthResult:
+def synthesize(
+    cfg: SynthConfig,
+    out: Path | str,
+    progress: Progress = no_progress,
+    *,
+    overwrite: bool = False,
+    compresslevel: int = 1,
+    workers: int | None = None,
+) -> SynthResult:
     """Write one synthetic trace per rank of ``cfg`` into folder ``out`` and describe what was written.
 
     ``workers`` processes write ranks in parallel (default: 1 below 32 ranks, else up to 8 CPUs);
@@ -314,7 +358,9 @@ def synthesize(cfg: SynthConfig, out: Path | str, progress: Progress = no_progre
     table = InstanceTable()
     table.expected = sum(job.instances_per_rank(cfg.coords(r)[0]) for r in range(world))
     phase1 = scaled(progress, 0.0, 0.25)
-    simulate_collectives(job.setup, world, table, progress=lambda f, m: phase1(f, f"simulating {world} ranks"))
+    simulate_collectives(
+        job.setup, world, table, progress=lambda f, m: phase1(f, f"simulating {world} ranks")
+    )
     result = SynthResult(path=out, world_size=world, n_instances=len(table.resolved))
     n_workers = _default_workers(world) if workers is None else max(1, workers)
     by_rank: dict[int, _RankStats] = {}

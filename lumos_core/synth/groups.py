@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .models import SynthConfig
+from lumos_core.synth.models import SynthConfig
 
 __all__ = ["Layout", "ProcessGroup"]
 
@@ -41,8 +41,13 @@ class ProcessGroup:
 
     def config(self) -> dict[str, object]:
         """This group's entry of ``distributedInfo.pg_config``."""
-        return {"pg_name": self.name, "pg_desc": self.desc, "backend_config": "cuda:nccl",
-                "pg_size": self.size, "ranks": list(self.ranks)}
+        return {
+            "pg_name": self.name,
+            "pg_desc": self.desc,
+            "backend_config": "cuda:nccl",
+            "pg_size": self.size,
+            "ranks": list(self.ranks),
+        }
 
 
 class Layout:
@@ -62,20 +67,23 @@ class Layout:
     def dp_group(self, rank: int) -> ProcessGroup:
         c = self.cfg
         stage, _, t = c.coords(rank)
-        return ProcessGroup(self._dp_base + stage * c.tp + t, DESC_DP,
-                            tuple(c.rank_of(stage, d, t) for d in range(c.dp)))
+        return ProcessGroup(
+            self._dp_base + stage * c.tp + t, DESC_DP, tuple(c.rank_of(stage, d, t) for d in range(c.dp))
+        )
 
     def tp_group(self, rank: int) -> ProcessGroup:
         c = self.cfg
         stage, d, _ = c.coords(rank)
-        return ProcessGroup(self._tp_base + stage * c.dp + d, DESC_TP,
-                            tuple(c.rank_of(stage, d, t) for t in range(c.tp)))
+        return ProcessGroup(
+            self._tp_base + stage * c.dp + d, DESC_TP, tuple(c.rank_of(stage, d, t) for t in range(c.tp))
+        )
 
     def pp_group(self, rank: int) -> ProcessGroup:
         c = self.cfg
         _, d, t = c.coords(rank)
-        return ProcessGroup(self._pp_base + d * c.tp + t, DESC_PP,
-                            tuple(c.rank_of(s, d, t) for s in range(c.pp)))
+        return ProcessGroup(
+            self._pp_base + d * c.tp + t, DESC_PP, tuple(c.rank_of(s, d, t) for s in range(c.pp))
+        )
 
     def groups_of(self, rank: int) -> list[ProcessGroup]:
         """The groups ``rank`` belongs to, in creation order (what its ``pg_config`` lists)."""

@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 
-from ..hardware import GpuProfile
+from lumos_core.perf.hardware import GpuProfile
 
 __all__ = ["BASE_TIME_NS", "TS_ORIGIN_NS", "RankTraceWriter", "device_properties"]
 
@@ -29,11 +29,25 @@ TS_ORIGIN_NS = 3_600_000_000_000  # ts of true time zero: one hour after the bas
 def device_properties(gpu: GpuProfile, count: int) -> list[dict[str, Any]]:
     """``deviceProperties`` for the ``count`` GPUs of a node, as Kineto writes them."""
     major, minor = gpu.compute_capability
-    return [{"id": i, "name": gpu.device_name, "totalGlobalMem": gpu.memory_bytes, "computeMajor": major,
-             "computeMinor": minor, "maxThreadsPerBlock": 1024, "maxThreadsPerMultiprocessor": 2048,
-             "regsPerBlock": 65536, "warpSize": 32, "sharedMemPerBlock": 49152, "numSms": gpu.sm_count,
-             "regsPerMultiprocessor": 65536, "sharedMemPerBlockOptin": 232448,
-             "sharedMemPerMultiprocessor": 233472} for i in range(count)]
+    return [
+        {
+            "id": i,
+            "name": gpu.device_name,
+            "totalGlobalMem": gpu.memory_bytes,
+            "computeMajor": major,
+            "computeMinor": minor,
+            "maxThreadsPerBlock": 1024,
+            "maxThreadsPerMultiprocessor": 2048,
+            "regsPerBlock": 65536,
+            "warpSize": 32,
+            "sharedMemPerBlock": 49152,
+            "numSms": gpu.sm_count,
+            "regsPerMultiprocessor": 65536,
+            "sharedMemPerBlockOptin": 232448,
+            "sharedMemPerMultiprocessor": 233472,
+        }
+        for i in range(count)
+    ]
 
 
 class RankTraceWriter:
@@ -44,8 +58,9 @@ class RankTraceWriter:
         self._raw = open(path, "wb")  # noqa: SIM115 - closed in close()
         if path.suffix == ".gz":
             # mtime 0 and no file name in the header: the same config gives the same bytes.
-            self._f: Any = gzip.GzipFile(filename="", mode="wb", fileobj=self._raw, compresslevel=compresslevel,
-                                         mtime=0)
+            self._f: Any = gzip.GzipFile(
+                filename="", mode="wb", fileobj=self._raw, compresslevel=compresslevel, mtime=0
+            )
         else:
             self._f = self._raw
         self._first = True

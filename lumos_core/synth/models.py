@@ -12,9 +12,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..errors import ConfigError
-from ..hardware import get_gpu
-from ..schedules import SCHEDULES
+from lumos_core.errors import ConfigError
+from lumos_core.perf.hardware import get_gpu
+from lumos_core.whatif.schedules import SCHEDULES
 
 __all__ = ["PRESETS", "ModelSpec", "SynthConfig", "model_from_args"]
 
@@ -50,8 +50,12 @@ class ModelSpec:
     @property
     def params(self) -> int:
         """All parameters with untied input/output embeddings, learned positions, final LayerNorm."""
-        return self.layers * self.layer_params + 2 * self.vocab * self.hidden + self.seq * self.hidden \
+        return (
+            self.layers * self.layer_params
+            + 2 * self.vocab * self.hidden
+            + self.seq * self.hidden
             + 2 * self.hidden
+        )
 
 
 # Lumos paper, Table 1 (nlayers, dmodel, dffn, nheads; dhead = 128, sequence 2048). The 44B row has
@@ -65,12 +69,26 @@ PRESETS: dict[str, ModelSpec] = {
 }
 
 
-def model_from_args(name: str, layers: int | None = None, hidden: int | None = None, ffn: int | None = None,
-                    heads: int | None = None, seq: int | None = None, vocab: int | None = None,
-                    kv_channels: int | None = None) -> ModelSpec:
+def model_from_args(
+    name: str,
+    layers: int | None = None,
+    hidden: int | None = None,
+    ffn: int | None = None,
+    heads: int | None = None,
+    seq: int | None = None,
+    vocab: int | None = None,
+    kv_channels: int | None = None,
+) -> ModelSpec:
     """A preset, optionally with some dimensions overridden, or a "custom" model (all required)."""
-    overrides = {"layers": layers, "hidden": hidden, "ffn": ffn, "heads": heads, "seq": seq, "vocab": vocab,
-                 "kv_channels": kv_channels}
+    overrides = {
+        "layers": layers,
+        "hidden": hidden,
+        "ffn": ffn,
+        "heads": heads,
+        "seq": seq,
+        "vocab": vocab,
+        "kv_channels": kv_channels,
+    }
     given = {k: v for k, v in overrides.items() if v is not None}
     if name == "custom":
         missing = [k for k in ("layers", "hidden", "heads", "seq") if k not in given]
@@ -137,12 +155,18 @@ class SynthConfig:
             raise ConfigError(f"{m.layers} layers cannot be split evenly into {self.pp} pipeline stages")
         if not m.kv_channels and m.hidden % m.heads:
             raise ConfigError(f"hidden size {m.hidden} is not a multiple of {m.heads} heads")
-        for what, value in (("heads", m.heads), ("ffn size", m.ffn), ("vocabulary", m.vocab),
-                            ("hidden size", m.hidden)):
+        for what, value in (
+            ("heads", m.heads),
+            ("ffn size", m.ffn),
+            ("vocabulary", m.vocab),
+            ("hidden size", m.hidden),
+        ):
             if value % self.tp:
                 raise ConfigError(f"{what} {value} is not divisible by tensor parallelism {self.tp}")
         if self.schedule not in SCHEDULES:
-            raise ConfigError(f"unknown pipeline schedule {self.schedule!r}: use one of {', '.join(SCHEDULES)}")
+            raise ConfigError(
+                f"unknown pipeline schedule {self.schedule!r}: use one of {', '.join(SCHEDULES)}"
+            )
         get_gpu(self.gpu)  # raises ConfigError for unknown GPUs
         if self.bucket_params < 1:
             raise ConfigError("bucket size must be >= 1 parameter")

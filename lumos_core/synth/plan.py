@@ -9,7 +9,7 @@ What a step contains (Megatron-LM with the distributed optimizer, ``overlap_grad
 tensor parallelism without sequence parallelism, untied embeddings):
 
 * ``ProfilerStep#N`` around everything; a fill kernel zeroes the gradient buffer;
-* the pipeline schedule (:func:`lumos_core.schedules.pipeline_steps`): forward steps on the main
+* the pipeline schedule (:func:`lumos_core.whatif.schedules.pipeline_steps`): forward steps on the main
   thread, backward steps on the autograd thread (``pt_autograd_0``), p2p groups on the main
   thread with one NCCL stream per peer;
 * per layer forward: LayerNorm, QKV GEMM, flash attention, projection GEMM, TP all-reduce,
@@ -34,11 +34,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .. import costs
-from ..hardware import GpuProfile
-from ..schedules import pipeline_steps
-from ..trace import CollectiveKind
-from .models import SynthConfig
+from lumos_core.perf import costs
+from lumos_core.perf.hardware import GpuProfile
+from lumos_core.synth.models import SynthConfig
+from lumos_core.trace.model import CollectiveKind
+from lumos_core.whatif.schedules import pipeline_steps
 
 __all__ = ["CommDesc", "KernelDesc", "StagePlan", "build_stage_plan", "layer_annotation"]
 
@@ -75,58 +75,89 @@ _GEMM_NAMES = {
     8: "ampere_bf16_s16816gemm_bf16_256x128_ldg8_f2f_stages_64x3_{op}",
     7: "volta_h884gemm_256x128_ldg8_{op}",
 }
-_FLASH_FWD = ("void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<128, 128, 64, 4, false, false, "
-              "cutlass::bfloat16_t, Flash_kernel_traits<128, 128, 64, 4, cutlass::bfloat16_t> >, false, true, "
-              "false, false, true, true, false, false>(pytorch_flash::Flash_fwd_params)")
-_FLASH_BWD = ("void pytorch_flash::flash_bwd_kernel<Flash_bwd_kernel_traits<128, 64, 128, 8, 2, 4, 2, false, "
-              "false, cutlass::bfloat16_t, Flash_kernel_traits<128, 64, 128, 8, cutlass::bfloat16_t> >, true, "
-              "false, false, false, false, true>(pytorch_flash::Flash_bwd_params)")
-_LN_FWD = ("void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<c10::BFloat16, float>(int, "
-           "float, c10::BFloat16 const*, c10::BFloat16 const*, c10::BFloat16 const*, float*, float*, "
-           "c10::BFloat16*)")
-_LN_BWD = ("void at::native::(anonymous namespace)::layer_norm_grad_input_kernel_vectorized<c10::BFloat16, "
-           "float>(c10::BFloat16 const*, c10::BFloat16 const*, float const*, float const*, "
-           "c10::BFloat16 const*, c10::BFloat16*, int)")
+_FLASH_FWD = (
+    "void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<128, 128, 64, 4, false, false, "
+    "cutlass::bfloat16_t, Flash_kernel_traits<128, 128, 64, 4, cutlass::bfloat16_t> >, false, true, "
+    "false, false, true, true, false, false>(pytorch_flash::Flash_fwd_params)"
+)
+_FLASH_BWD = (
+    "void pytorch_flash::flash_bwd_kernel<Flash_bwd_kernel_traits<128, 64, 128, 8, 2, 4, 2, false, "
+    "false, cutlass::bfloat16_t, Flash_kernel_traits<128, 64, 128, 8, cutlass::bfloat16_t> >, true, "
+    "false, false, false, false, true>(pytorch_flash::Flash_bwd_params)"
+)
+_LN_FWD = (
+    "void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<c10::BFloat16, float>(int, "
+    "float, c10::BFloat16 const*, c10::BFloat16 const*, c10::BFloat16 const*, float*, float*, "
+    "c10::BFloat16*)"
+)
+_LN_BWD = (
+    "void at::native::(anonymous namespace)::layer_norm_grad_input_kernel_vectorized<c10::BFloat16, "
+    "float>(c10::BFloat16 const*, c10::BFloat16 const*, float const*, float const*, "
+    "c10::BFloat16 const*, c10::BFloat16*, int)"
+)
 
 
 def _elementwise(functor: str, arity: int) -> str:
-    return (f"void at::native::vectorized_elementwise_kernel<4, {functor}, std::array<char*, {arity}ul> >"
-            f"(int, {functor}, std::array<char*, {arity}ul>)")
+    return (
+        f"void at::native::vectorized_elementwise_kernel<4, {functor}, std::array<char*, {arity}ul> >"
+        f"(int, {functor}, std::array<char*, {arity}ul>)"
+    )
 
 
 _ADD = _elementwise("at::native::CUDAFunctor_add<c10::BFloat16>", 3)
-_GELU = _elementwise("at::native::GeluCUDAKernelImpl(at::TensorIteratorBase&, at::native::GeluType)"
-                     "::{lambda()#2}::operator()() const::{lambda()#4}::operator()() const"
-                     "::{lambda(c10::BFloat16)#1}", 2)
-_GELU_BWD = _elementwise("at::native::GeluBackwardCUDAKernelImpl(at::TensorIteratorBase&, "
-                         "at::native::GeluType)::{lambda()#2}::operator()() const::{lambda()#4}"
-                         "::operator()() const::{lambda(c10::BFloat16, c10::BFloat16)#1}", 3)
+_GELU = _elementwise(
+    "at::native::GeluCUDAKernelImpl(at::TensorIteratorBase&, at::native::GeluType)"
+    "::{lambda()#2}::operator()() const::{lambda()#4}::operator()() const"
+    "::{lambda(c10::BFloat16)#1}",
+    2,
+)
+_GELU_BWD = _elementwise(
+    "at::native::GeluBackwardCUDAKernelImpl(at::TensorIteratorBase&, "
+    "at::native::GeluType)::{lambda()#2}::operator()() const::{lambda()#4}"
+    "::operator()() const::{lambda(c10::BFloat16, c10::BFloat16)#1}",
+    3,
+)
 _FILL = _elementwise("at::native::FillFunctor<c10::BFloat16>", 1)
-_EXP_SUB = _elementwise("at::native::(anonymous namespace)::exp_kernel_cuda(at::TensorIteratorBase&)"
-                        "::{lambda()#1}::operator()() const::{lambda()#2}::operator()() const"
-                        "::{lambda(float)#1}", 2)
+_EXP_SUB = _elementwise(
+    "at::native::(anonymous namespace)::exp_kernel_cuda(at::TensorIteratorBase&)"
+    "::{lambda()#1}::operator()() const::{lambda()#2}::operator()() const"
+    "::{lambda(float)#1}",
+    2,
+)
 _SOFTMAX_GRAD = _elementwise("at::native::binary_internal::MulFunctor<float>", 3)
-_REDUCE_MAX = ("void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, "
-               "at::native::MaxOps<float>, unsigned int, float, 4> >(at::native::ReduceOp<float, "
-               "at::native::MaxOps<float>, unsigned int, float, 4>)")
-_REDUCE_SUM = ("void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, "
-               "at::native::func_wrapper_t<float, at::native::sum_functor<float, float, float>::operator()"
-               "(at::TensorIterator&)::{lambda(float, float)#1}>, unsigned int, float, 4> >"
-               "(at::native::ReduceOp<float, at::native::func_wrapper_t<float, at::native::sum_functor"
-               "<float, float, float>::operator()(at::TensorIterator&)::{lambda(float, float)#1}>, "
-               "unsigned int, float, 4>)")
-_EMBED_FWD = ("void at::native::(anonymous namespace)::indexSelectLargeIndex<c10::BFloat16, long, unsigned int, "
-              "2, 2, -2, true>(at::cuda::detail::TensorInfo<c10::BFloat16, unsigned int>, "
-              "at::cuda::detail::TensorInfo<c10::BFloat16, unsigned int>, at::cuda::detail::TensorInfo<long, "
-              "unsigned int>, int, int, unsigned int, unsigned int, long)")
-_EMBED_BWD = ("void at::native::(anonymous namespace)::embedding_backward_feature_kernel<c10::BFloat16, float, "
-              "long>(long const*, c10::BFloat16 const*, c10::BFloat16*, int, long, int, int)")
-_ADAM = ("void multi_tensor_apply_kernel<TensorListMetadata<4>, AdamFunctor<float>, int, float, float, float, "
-         "float, float, float, adamMode_t, float>(long, int volatile*, TensorListMetadata<4>, AdamFunctor<float>, "
-         "int, float, float, float, float, float, float, adamMode_t, float)")
-_L2NORM = ("void multi_tensor_apply_kernel<TensorListMetadata<1>, L2NormFunctor<float, 512, 8>, float*, float*, "
-           "bool, int>(long, int volatile*, TensorListMetadata<1>, L2NormFunctor<float, 512, 8>, float*, float*, "
-           "bool, int)")
+_REDUCE_MAX = (
+    "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, "
+    "at::native::MaxOps<float>, unsigned int, float, 4> >(at::native::ReduceOp<float, "
+    "at::native::MaxOps<float>, unsigned int, float, 4>)"
+)
+_REDUCE_SUM = (
+    "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, "
+    "at::native::func_wrapper_t<float, at::native::sum_functor<float, float, float>::operator()"
+    "(at::TensorIterator&)::{lambda(float, float)#1}>, unsigned int, float, 4> >"
+    "(at::native::ReduceOp<float, at::native::func_wrapper_t<float, at::native::sum_functor"
+    "<float, float, float>::operator()(at::TensorIterator&)::{lambda(float, float)#1}>, "
+    "unsigned int, float, 4>)"
+)
+_EMBED_FWD = (
+    "void at::native::(anonymous namespace)::indexSelectLargeIndex<c10::BFloat16, long, unsigned int, "
+    "2, 2, -2, true>(at::cuda::detail::TensorInfo<c10::BFloat16, unsigned int>, "
+    "at::cuda::detail::TensorInfo<c10::BFloat16, unsigned int>, at::cuda::detail::TensorInfo<long, "
+    "unsigned int>, int, int, unsigned int, unsigned int, long)"
+)
+_EMBED_BWD = (
+    "void at::native::(anonymous namespace)::embedding_backward_feature_kernel<c10::BFloat16, float, "
+    "long>(long const*, c10::BFloat16 const*, c10::BFloat16*, int, long, int, int)"
+)
+_ADAM = (
+    "void multi_tensor_apply_kernel<TensorListMetadata<4>, AdamFunctor<float>, int, float, float, float, "
+    "float, float, float, adamMode_t, float>(long, int volatile*, TensorListMetadata<4>, AdamFunctor<float>, "
+    "int, float, float, float, float, float, float, adamMode_t, float)"
+)
+_L2NORM = (
+    "void multi_tensor_apply_kernel<TensorListMetadata<1>, L2NormFunctor<float, 512, 8>, float*, float*, "
+    "bool, int>(long, int volatile*, TensorListMetadata<1>, L2NormFunctor<float, 512, 8>, float*, float*, "
+    "bool, int)"
+)
 
 
 @dataclass(slots=True)
@@ -228,7 +259,8 @@ class _Builder:
     def _kernel(self, desc: KernelDesc) -> int:
         if self.fp16:
             desc.kernel_name = desc.kernel_name.replace("c10::BFloat16", "c10::Half").replace(
-                "cutlass::bfloat16_t", "cutlass::half_t")
+                "cutlass::bfloat16_t", "cutlass::half_t"
+            )
             if desc.types:
                 desc.types = [t.replace("c10::BFloat16", "c10::Half") for t in desc.types]
         key = (desc.cpu_name, desc.kernel_name, desc.gpu_ns, repr(desc.dims))
@@ -241,8 +273,16 @@ class _Builder:
     def _comm(self, desc: CommDesc) -> int:
         if self.fp16 and desc.dtype == "BFloat16":
             desc.dtype = "Half"
-        key = (desc.role, desc.kind, desc.coll_name, desc.in_nelems, desc.out_nelems, desc.dtype,
-               desc.reduce_op, desc.payload)
+        key = (
+            desc.role,
+            desc.kind,
+            desc.coll_name,
+            desc.in_nelems,
+            desc.out_nelems,
+            desc.dtype,
+            desc.reduce_op,
+            desc.payload,
+        )
         idx = self._comm_index.get(key)
         if idx is None:
             idx = self._comm_index[key] = len(self.plan.comms)
@@ -265,24 +305,64 @@ class _Builder:
 
     def gemm(self, thread: int, m: int, n: int, k: int, op: str = "tn") -> None:
         t = costs.gemm_time(m, n, k, self.gpu)
-        self.kernel(thread, KernelDesc(
-            "aten::mm", self.gemm_pattern.format(op=op), _ns(t), 9_000, dims=[[m, k], [k, n]],
-            types=["c10::BFloat16", "c10::BFloat16"], grid=(max(1, n // 256), max(1, m // 128), 1),
-            block=(384, 1, 1), registers=168, shared_memory=213_000))
+        self.kernel(
+            thread,
+            KernelDesc(
+                "aten::mm",
+                self.gemm_pattern.format(op=op),
+                _ns(t),
+                9_000,
+                dims=[[m, k], [k, n]],
+                types=["c10::BFloat16", "c10::BFloat16"],
+                grid=(max(1, n // 256), max(1, m // 128), 1),
+                block=(384, 1, 1),
+                registers=168,
+                shared_memory=213_000,
+            ),
+        )
 
-    def elementwise(self, thread: int, cpu_name: str, kernel_name: str, n: int, reads: int = 1,
-                    writes: int = 1, dtype_bytes: int = 2, dims: list[list[int]] | None = None) -> None:
+    def elementwise(
+        self,
+        thread: int,
+        cpu_name: str,
+        kernel_name: str,
+        n: int,
+        reads: int = 1,
+        writes: int = 1,
+        dtype_bytes: int = 2,
+        dims: list[list[int]] | None = None,
+    ) -> None:
         t = costs.elementwise_time(n, self.gpu, reads=reads, writes=writes, dtype_bytes=dtype_bytes)
-        self.kernel(thread, KernelDesc(cpu_name, kernel_name, _ns(t), 6_000, dims=dims,
-                                       grid=(max(1, min(n // 512, 65535)), 1, 1), block=(128, 1, 1),
-                                       registers=26))
+        self.kernel(
+            thread,
+            KernelDesc(
+                cpu_name,
+                kernel_name,
+                _ns(t),
+                6_000,
+                dims=dims,
+                grid=(max(1, min(n // 512, 65535)), 1, 1),
+                block=(128, 1, 1),
+                registers=26,
+            ),
+        )
 
-    def tp_allreduce(self, thread: int, nelems: int, dtype: tuple[str, int] = BF16, op: str = "Sum",
-                     handle: int = -1) -> None:
+    def tp_allreduce(
+        self, thread: int, nelems: int, dtype: tuple[str, int] = BF16, op: str = "Sum", handle: int = -1
+    ) -> None:
         if self.cfg.tp == 1:
             return
-        desc = CommDesc(ROLE_TP, CollectiveKind.ALL_REDUCE, "allreduce", "nccl:all_reduce", nelems, nelems,
-                        dtype[0], dtype[1], reduce_op=op)
+        desc = CommDesc(
+            ROLE_TP,
+            CollectiveKind.ALL_REDUCE,
+            "allreduce",
+            "nccl:all_reduce",
+            nelems,
+            nelems,
+            dtype[0],
+            dtype[1],
+            reduce_op=op,
+        )
         self.ops.append((OP_COLL, thread, self._comm(desc), handle))
 
     def wait(self, thread: int, handles: list[int]) -> None:
@@ -299,11 +379,21 @@ class _Builder:
         self.gemm(th, T, 3 * self.a_tp, h)
         sdpa = costs.attention_time(cfg.micro_batch, self.heads_tp, cfg.model.seq, hd, self.gpu)
         qkv_dims = [cfg.micro_batch, self.heads_tp, cfg.model.seq, hd]
-        self.kernel(th, KernelDesc("aten::_scaled_dot_product_flash_attention", _FLASH_FWD, _ns(sdpa), 22_000,
-                                   dims=[qkv_dims, qkv_dims, qkv_dims],
-                                   types=["c10::BFloat16"] * 3,
-                                   grid=(max(1, cfg.model.seq // 128), cfg.micro_batch, self.heads_tp),
-                                   block=(128, 1, 1), registers=255, shared_memory=49_152))
+        self.kernel(
+            th,
+            KernelDesc(
+                "aten::_scaled_dot_product_flash_attention",
+                _FLASH_FWD,
+                _ns(sdpa),
+                22_000,
+                dims=[qkv_dims, qkv_dims, qkv_dims],
+                types=["c10::BFloat16"] * 3,
+                grid=(max(1, cfg.model.seq // 128), cfg.micro_batch, self.heads_tp),
+                block=(128, 1, 1),
+                registers=255,
+                shared_memory=49_152,
+            ),
+        )
         self.gemm(th, T, h, self.a_tp)
         self.tp_allreduce(th, T * h)
         self.elementwise(th, "aten::add", _ADD, T * h, reads=2, dims=[[T, h], [T, h]])
@@ -318,19 +408,36 @@ class _Builder:
     def layernorm(self, th: int, rows: int, h: int, backward: bool = False) -> None:
         if backward:
             self.begin(th, "autograd::engine::evaluate_function: NativeLayerNormBackward0", "cpu_op")
-            self.elementwise(th, "aten::native_layer_norm_backward", _LN_BWD, rows * h, reads=3, writes=1,
-                             dims=[[rows, h], [rows, h]])
+            self.elementwise(
+                th,
+                "aten::native_layer_norm_backward",
+                _LN_BWD,
+                rows * h,
+                reads=3,
+                writes=1,
+                dims=[[rows, h], [rows, h]],
+            )
             self.end(th)
         else:
-            self.elementwise(th, "aten::native_layer_norm", _LN_FWD, rows * h, reads=1, writes=1,
-                             dims=[[rows, h], [h], [h]])
+            self.elementwise(
+                th,
+                "aten::native_layer_norm",
+                _LN_FWD,
+                rows * h,
+                reads=1,
+                writes=1,
+                dims=[[rows, h], [h], [h]],
+            )
 
     def linear_backward(self, th: int, n_in: int, n_out: int, column_parallel: bool) -> None:
         """dgrad and wgrad of Y = X W^T (X: T x n_in); a column-parallel layer all-reduces dX over TP
         asynchronously while the wgrad GEMM runs."""
         T = self.T
-        self.begin(th, "autograd::engine::evaluate_function: "
-                       "LinearWithGradAccumulationAndAsyncCommunicationBackward", "cpu_op")
+        self.begin(
+            th,
+            "autograd::engine::evaluate_function: LinearWithGradAccumulationAndAsyncCommunicationBackward",
+            "cpu_op",
+        )
         self.begin(th, "LinearWithGradAccumulationAndAsyncCommunicationBackward", "cpu_op")
         self.gemm(th, T, n_in, n_out, op="nn")
         handle = -1
@@ -357,13 +464,28 @@ class _Builder:
         self.layernorm(th, T, h, backward=True)
         self.elementwise(th, "aten::add_", _ADD, T * h, reads=2, dims=[[T, h], [T, h]])
         self.linear_backward(th, self.a_tp, h, column_parallel=False)  # attention projection
-        sdpa = costs.attention_time(cfg.micro_batch, self.heads_tp, cfg.model.seq, hd, self.gpu, backward=True)
+        sdpa = costs.attention_time(
+            cfg.micro_batch, self.heads_tp, cfg.model.seq, hd, self.gpu, backward=True
+        )
         d4 = [cfg.micro_batch, self.heads_tp, cfg.model.seq, hd]
-        self.begin(th, "autograd::engine::evaluate_function: ScaledDotProductFlashAttentionBackward0", "cpu_op")
-        self.kernel(th, KernelDesc("aten::_scaled_dot_product_flash_attention_backward", _FLASH_BWD, _ns(sdpa),
-                                   25_000, dims=[d4, d4, d4, d4, d4, d4[:3]], types=["c10::BFloat16"] * 5 + ["float"],
-                                   grid=(max(1, cfg.model.seq // 128), cfg.micro_batch, self.heads_tp),
-                                   block=(256, 1, 1), registers=255, shared_memory=98_304))
+        self.begin(
+            th, "autograd::engine::evaluate_function: ScaledDotProductFlashAttentionBackward0", "cpu_op"
+        )
+        self.kernel(
+            th,
+            KernelDesc(
+                "aten::_scaled_dot_product_flash_attention_backward",
+                _FLASH_BWD,
+                _ns(sdpa),
+                25_000,
+                dims=[d4, d4, d4, d4, d4, d4[:3]],
+                types=["c10::BFloat16"] * 5 + ["float"],
+                grid=(max(1, cfg.model.seq // 128), cfg.micro_batch, self.heads_tp),
+                block=(256, 1, 1),
+                registers=255,
+                shared_memory=98_304,
+            ),
+        )
         self.end(th)
         self.linear_backward(th, h, 3 * self.a_tp, column_parallel=True)  # QKV
         self.layernorm(th, T, h, backward=True)
@@ -381,8 +503,9 @@ class _Builder:
         T, h = self.T, self.h
         self.begin(th, "embedding.backward")
         self.begin(th, "autograd::engine::evaluate_function: EmbeddingBackward0", "cpu_op")
-        self.elementwise(th, "aten::embedding_dense_backward", _EMBED_BWD, T * h, reads=2, writes=1,
-                         dims=[[T, h], [T]])
+        self.elementwise(
+            th, "aten::embedding_dense_backward", _EMBED_BWD, T * h, reads=2, writes=1, dims=[[T, h], [T]]
+        )
         self.end(th)
         self.end(th)
 
@@ -394,12 +517,34 @@ class _Builder:
         self.end(th)
         # Megatron's vocab-parallel cross entropy: max, sum of exp and target logit, each all-reduced.
         self.begin(th, "loss")
-        self.kernel(th, KernelDesc("aten::max", _REDUCE_MAX, _ns(costs.memory_time(T * v * 2, self.gpu)), 7_000,
-                                   dims=[[T, v]], types=["c10::BFloat16"], grid=(T, 1, 1), block=(512, 1, 1)))
+        self.kernel(
+            th,
+            KernelDesc(
+                "aten::max",
+                _REDUCE_MAX,
+                _ns(costs.memory_time(T * v * 2, self.gpu)),
+                7_000,
+                dims=[[T, v]],
+                types=["c10::BFloat16"],
+                grid=(T, 1, 1),
+                block=(512, 1, 1),
+            ),
+        )
         self.tp_allreduce(th, T, FP32, op="Max")
         self.elementwise(th, "aten::exp", _EXP_SUB, T * v, reads=1, writes=1, dtype_bytes=4, dims=[[T, v]])
-        self.kernel(th, KernelDesc("aten::sum", _REDUCE_SUM, _ns(costs.memory_time(T * v * 4, self.gpu)), 7_000,
-                                   dims=[[T, v]], types=["float"], grid=(T, 1, 1), block=(512, 1, 1)))
+        self.kernel(
+            th,
+            KernelDesc(
+                "aten::sum",
+                _REDUCE_SUM,
+                _ns(costs.memory_time(T * v * 4, self.gpu)),
+                7_000,
+                dims=[[T, v]],
+                types=["float"],
+                grid=(T, 1, 1),
+                block=(512, 1, 1),
+            ),
+        )
         self.tp_allreduce(th, T, FP32)
         self.tp_allreduce(th, T, FP32)  # predicted logits
         self.end(th)
@@ -408,7 +553,9 @@ class _Builder:
         T, h, v = self.T, self.h, self.v_tp
         self.begin(th, "output_layer.backward")
         self.begin(th, "autograd::engine::evaluate_function: _VocabParallelCrossEntropyBackward", "cpu_op")
-        self.elementwise(th, "aten::mul", _SOFTMAX_GRAD, T * v, reads=2, writes=1, dtype_bytes=4, dims=[[T, v]])
+        self.elementwise(
+            th, "aten::mul", _SOFTMAX_GRAD, T * v, reads=2, writes=1, dtype_bytes=4, dims=[[T, v]]
+        )
         self.end(th)
         self.linear_backward(th, h, v, column_parallel=True)
         self.layernorm(th, T, h, backward=True)
@@ -423,8 +570,11 @@ class _Builder:
             groups.append(("output_layer", m.vocab * m.hidden // cfg.tp + 2 * m.hidden))
         # Column/row-parallel weights and column-parallel biases are split; row-parallel biases and
         # LayerNorms are replicated on every TP rank.
-        per_layer = (4 * m.hidden * m.attn_dim + 2 * m.hidden * m.ffn + 3 * m.attn_dim + m.ffn) // cfg.tp \
-            + 2 * m.hidden + 4 * m.hidden
+        per_layer = (
+            (4 * m.hidden * m.attn_dim + 2 * m.hidden * m.ffn + 3 * m.attn_dim + m.ffn) // cfg.tp
+            + 2 * m.hidden
+            + 4 * m.hidden
+        )
         groups.extend((f"layer{i}", per_layer) for i in reversed(self.layers))
         if self.first:
             groups.append(("embedding", m.vocab * m.hidden // cfg.tp + m.seq * m.hidden))
@@ -454,8 +604,15 @@ class _Builder:
         numel = self._buckets.get(group)
         if numel is None or self.cfg.dp == 1:
             return
-        desc = CommDesc(ROLE_DP, CollectiveKind.REDUCE_SCATTER, "_reduce_scatter_base", "nccl:_reduce_scatter_base",
-                        numel, numel // self.cfg.dp, *BF16)
+        desc = CommDesc(
+            ROLE_DP,
+            CollectiveKind.REDUCE_SCATTER,
+            "_reduce_scatter_base",
+            "nccl:_reduce_scatter_base",
+            numel,
+            numel // self.cfg.dp,
+            *BF16,
+        )
         h = self._handle()
         handles.append(h)
         self.ops.append((OP_COLL, th, self._comm(desc), h))
@@ -497,8 +654,9 @@ class _Builder:
         for t in transfers:
             role = ROLE_PREV if t.peer == "prev" else ROLE_NEXT
             kind = CollectiveKind.SEND if t.op == "send" else CollectiveKind.RECV
-            descs.append(self._comm(CommDesc(role, kind, t.op, f"nccl:{t.op}", T * h, T * h, *BF16,
-                                             payload=t.payload)))
+            descs.append(
+                self._comm(CommDesc(role, kind, t.op, f"nccl:{t.op}", T * h, T * h, *BF16, payload=t.payload))
+            )
         self.ops.append((OP_P2P, THREAD_MAIN, tuple(descs)))
 
     def optimizer(self, rs_handles: list[int]) -> None:
@@ -508,8 +666,18 @@ class _Builder:
         shard = self.rank_params // cfg.dp
         self.begin(th, "Optimizer.step#DistributedOptimizer.step")
         t_norm = costs.memory_time(shard * 4, self.gpu)
-        self.kernel(th, KernelDesc("multi_tensor_l2norm", _L2NORM, _ns(t_norm), 35_000,
-                                   grid=(320, 1, 1), block=(512, 1, 1), registers=40))
+        self.kernel(
+            th,
+            KernelDesc(
+                "multi_tensor_l2norm",
+                _L2NORM,
+                _ns(t_norm),
+                35_000,
+                grid=(320, 1, 1),
+                block=(512, 1, 1),
+                registers=40,
+            ),
+        )
         self.ops.append((OP_MEMCPY, th, 4))  # grad_norm.item()
         self.ops.append((OP_SYNC, th))
         ag_handles: list[int] = []
@@ -517,12 +685,29 @@ class _Builder:
         for numel in buckets:
             # Adam on the fp32 shard: read/write params, m, v (24 B), read the bf16 grad, write bf16 params.
             t_adam = costs.memory_time(numel // cfg.dp * 28, self.gpu)
-            self.kernel(th, KernelDesc("multi_tensor_adam", _ADAM, _ns(t_adam), 40_000,
-                                       grid=(320, 1, 1), block=(512, 1, 1), registers=64))
+            self.kernel(
+                th,
+                KernelDesc(
+                    "multi_tensor_adam",
+                    _ADAM,
+                    _ns(t_adam),
+                    40_000,
+                    grid=(320, 1, 1),
+                    block=(512, 1, 1),
+                    registers=64,
+                ),
+            )
         if cfg.dp > 1:
             for numel in buckets:
-                desc = CommDesc(ROLE_DP, CollectiveKind.ALL_GATHER, "_allgather_base", "nccl:_all_gather_base",
-                                numel // cfg.dp, numel, *BF16)
+                desc = CommDesc(
+                    ROLE_DP,
+                    CollectiveKind.ALL_GATHER,
+                    "_allgather_base",
+                    "nccl:_all_gather_base",
+                    numel // cfg.dp,
+                    numel,
+                    *BF16,
+                )
                 h = self._handle()
                 ag_handles.append(h)
                 self.ops.append((OP_COLL, th, self._comm(desc), h))

@@ -37,9 +37,8 @@ from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..errors import LumosError
-from ..trace import CollectiveKind
-from .plan import (
+from lumos_core.errors import LumosError
+from lumos_core.synth.plan import (
     OP_BEGIN,
     OP_COLL,
     OP_END,
@@ -55,9 +54,10 @@ from .plan import (
     THREAD_MAIN,
     StagePlan,
 )
+from lumos_core.trace.model import CollectiveKind
 
 if TYPE_CHECKING:  # emit imports this module
-    from .emit import Emitter
+    from lumos_core.synth.emit import Emitter
 
 __all__ = ["InstanceTable", "RankSetup", "run_rank", "simulate_collectives", "unit_hash"]
 
@@ -278,9 +278,32 @@ def run_rank(setup: RankSetup, table: InstanceTable, em: Emitter | None = None) 
                     else:
                         x0 = x1 = 0
                     if em is not None:
-                        em.collective(th, comms[cd], setup, key, s, cd, t0, t1, a0, a1, r0, r1, w0, w1, l0, l1,
-                                      ready, resolved[key], q0, q1, x0, x1, wait,
-                                      handle)
+                        em.collective(
+                            th,
+                            comms[cd],
+                            setup,
+                            key,
+                            s,
+                            cd,
+                            t0,
+                            t1,
+                            a0,
+                            a1,
+                            r0,
+                            r1,
+                            w0,
+                            w1,
+                            l0,
+                            l1,
+                            ready,
+                            resolved[key],
+                            q0,
+                            q1,
+                            x0,
+                            x1,
+                            wait,
+                            handle,
+                        )
 
             elif code == OP_WAIT:
                 th = op[1]
@@ -361,8 +384,12 @@ def run_rank(setup: RankSetup, table: InstanceTable, em: Emitter | None = None) 
             em.flush()
 
 
-def simulate_collectives(setups: Callable[[int], RankSetup], world_size: int, table: InstanceTable,
-                         progress: Callable[[float, str], None] | None = None) -> InstanceTable:
+def simulate_collectives(
+    setups: Callable[[int], RankSetup],
+    world_size: int,
+    table: InstanceTable,
+    progress: Callable[[float, str], None] | None = None,
+) -> InstanceTable:
     """Pass 1: run every rank in lock step and fill ``table`` with all instance end times."""
     gens: list[Generator[int, None, None] | None] = [run_rank(setups(r), table) for r in range(world_size)]
     ready: deque[int] = deque(range(world_size))
@@ -390,6 +417,8 @@ def simulate_collectives(setups: Callable[[int], RankSetup], world_size: int, ta
             progress(table.n_arrived / max(1, table.expected), "simulating collectives")
     if finished < world_size:
         stuck = sorted(waiting.items())[:5]
-        raise LumosError(f"synthetic job deadlocked: {world_size - finished} ranks wait on instances "
-                         + ", ".join(f"{k:#x} (ranks {v[:4]})" for k, v in stuck))
+        raise LumosError(
+            f"synthetic job deadlocked: {world_size - finished} ranks wait on instances "
+            + ", ".join(f"{k:#x} (ranks {v[:4]})" for k, v in stuck)
+        )
     return table

@@ -1,0 +1,1 @@
+"""Docked panels: summaries, details of a selected task, tables and their export."""

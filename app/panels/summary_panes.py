@@ -1,0 +1,471 @@
+"""Summary panes beside the timeline: iterations and breakdown, top kernels, collectives, clocks, files.
+
+Every number comes from :mod:`lumos_core.replay.summaries`; these widgets only lay it out. Each table can be
+exported as CSV (same rows, raw units: ns, bytes, GB/s).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QColor
+from PySide6.QtWidgets import (
+    QComboBox,
+    QFileDialog,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QPlainTextEdit,
+    QPushButton,
+    QSplitter,
+    QTableView,
+    QTabWidget,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.loaded_job import LoadedJob
+from app.panels.table_model import Column, RowsModel, sorting_proxy
+from app.theme import LIGHT, Theme
+from lumos_core.replay.summaries import (
+    ClockStat,
+    CollectiveStat,
+    IterationStat,
+    KernelStat,
+    RankBreakdownStat,
+    rank_breakdown_table,
+    top_kernels,
+    write_csv,
+)
+from lumos_core.trace.kernel_families import Family
+
+BREAKDOWN = [
+    ("exposed compute", "#4E79A7"),
+    ("overlapped", "#76B7B2"),
+    ("exposed communication", "#F28E2B"),
+    ("idle", "#BAB0AC"),
+]
+_LABEL_TO_FAMILY = {f.label: f for f in Family}
+_COLL_FAMILY = {
+    "AllReduce": Family.NCCL_ALL_REDUCE,
+    "AllGather": Family.NCCL_ALL_GATHER,
+    "ReduceScatter": Family.NCCL_REDUCE_SCATTER,
+    "AllToAll": Family.NCCL_ALL_TO_ALL,
+    "Broadcast": Family.NCCL_BROADCAST,
+    "Reduce": Family.NCCL_REDUCE,
+    "Send": Family.NCCL_P2P,
+    "Recv": Family.NCCL_P2P,
+    "SendRecv": Family.NCCL_P2P,
+}
+
+
+@dataclass(frozen=True)
+class FileStatus:
+    file: str
+    state: str  # cached, loaded, failed
+    detail: str
+    rank: int = -1  # once the job is assembled
+
+
+def _ms(ns: float) -> str:
+    return f"{ns / 1e6:,.3f}"
+
+
+def _us(ns: float) -> str:
+    return f"{ns / 1e3:,.1f}"
+
+
+def _size(n: int) -> str:
+    if n < 0:
+        return "?"
+    for unit, div in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= div:
+            return f"{n / div:.1f} {unit}"
+    return f"{n} B"
+
+
+def _gbps(v: float) -> str:
+    return "" if math.isnan(v) else f"{v:,.1f}"
+
+
+class TablePane(QWidget):
+    """A table with a CSV export button and an optional header row of controls."""
+
+    def __init__(
+        self, name: str, columns: list[Column], row_type: type, controls: list[QWidget] | None = None
+    ) -> None:
+        super().__init__()
+        self.name = name
+        self.row_type = row_type
+        self.model = RowsModel(columns)
+        self.proxy = sorting_proxy(self.model)
+        self.view = QTableView()
+        self.view.setModel(self.proxy)
+        self.view.setSortingEnabled(True)
+        self.view.setAlternatingRowColors(True)
+        self.view.setSelectionBehavior(QTableView.SelectionBehavior.SelectRows)
+        self.view.verticalHeader().setVisible(False)
+        self.view.verticalHeader().setDefaultSectionSize(20)
+        self.view.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
+        self.view.horizontalHeader().setStretchLastSection(True)
+        self.view.setWordWrap(False)
+        self.view.setTextElideMode(Qt.TextElideMode.ElideRight)
+        self.export_button = QPushButton("Export CSV…")
+        self.export_button.clicked.connect(self._ask_export)
+        top = QHBoxLayout()
+        for c in controls or []:
+            top.addWidget(c)
+        top.addStretch(1)
+        top.addWidget(self.export_button)
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(4, 4, 4, 4)
+        lay.addLayout(top)
+        lay.addWidget(self.view, 1)
+
+    def set_rows(
+        self,
+        rows: list[Any],
+        sort_column: int | None = None,
+        order: Qt.SortOrder = Qt.SortOrder.DescendingOrder,
+    ) -> None:
+        self.model.set_rows(rows)
+        if sort_column is not None:
+            self.view.sortByColumn(sort_column, order)
+        else:
+            self.proxy.sort(-1)
+        self.view.resizeColumnsToContents()
+        for c in range(self.model.columnCount()):
+            if self.view.columnWidth(c) > 260:
+                self.view.setColumnWidth(c, 260)
+
+    def export_csv(self, path: str | Path) -> None:
+        write_csv(self.model.rows, path, self.row_type)
+
+    def _ask_export(self) -> None:
+        path, _ = QFileDialog.getSaveFileName(
+            self, f"Export {self.name} as CSV", f"{self.name}.csv", "CSV (*.csv)"
+        )
+        if path:
+            self.export_csv(path)
+
+
+class IterationChart(pg.PlotWidget):
+    """Per rank, the mean iteration split into exposed compute / overlapped / comm / idle (ms)."""
+
+    def __init__(self, theme: Theme) -> None:
+        super().__init__()
+        self.theme = theme
+        self.bars: list[pg.BarGraphItem] = []
+        self.plotItem.setMenuEnabled(False)
+        self.plotItem.hideButtons()
+        self.setMouseEnabled(x=False, y=False)
+        self.getViewBox().invertY(True)
+        self.setLabel("bottom", "mean iteration (ms)")
+        self.getAxis("bottom").enableAutoSIPrefix(False)
+        self.setMinimumHeight(140)
+        self.apply_theme(theme)
+
+    def set_rows(self, rows: list[RankBreakdownStat]) -> None:
+        for b in self.bars:
+            self.removeItem(b)
+        self.bars = []
+        if not rows:
+            return
+        y = np.arange(len(rows), dtype=float)
+        n = np.asarray([max(r.iterations, 1) for r in rows], float)
+        parts = [
+            np.asarray([r.exposed_compute_ns for r in rows], float),
+            np.asarray([r.overlapped_ns for r in rows], float),
+            np.asarray([r.exposed_comm_ns for r in rows], float),
+            np.asarray([r.idle_ns for r in rows], float),
+        ]
+        left = np.zeros(len(rows))
+        for (label, color), values in zip(BREAKDOWN, parts):
+            width = values / n / 1e6
+            bar = pg.BarGraphItem(
+                x0=left, y=y, height=0.7, width=width, brush=QColor(color), pen=pg.mkPen(None)
+            )
+            bar.setToolTip(label)
+            self.addItem(bar)
+            self.bars.append(bar)
+            left = left + width
+        step = max(1, math.ceil(len(rows) / 24))
+        ticks = [(float(i), f"rank {r.rank}") for i, r in enumerate(rows) if i % step == 0]
+        self.getAxis("left").setTicks([ticks])
+        self.setYRange(-0.6, len(rows) - 0.4, padding=0)
+        self.setXRange(0, float(left.max()) * 1.02 if len(left) else 1.0, padding=0)
+
+    def apply_theme(self, theme: Theme) -> None:
+        self.theme = theme
+        self.setBackground(QColor(theme.background))
+        for name in ("left", "bottom"):
+            ax = self.getAxis(name)
+            ax.setPen(pg.mkPen(theme.muted))
+            ax.setTextPen(pg.mkPen(theme.foreground))
+
+
+def _family_color(theme: Theme, fam: Family | None) -> QColor | None:
+    return theme.family_color(int(fam)) if fam is not None else None
+
+
+class SummaryPanes(QTabWidget):
+    """The tabs; :meth:`set_job` fills them, :meth:`set_file_status` follows a load live."""
+
+    rank_scope_changed = Signal(int)
+
+    def __init__(self, theme: Theme = LIGHT, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.theme = theme
+        self.loaded: LoadedJob | None = None
+        self._files: dict[str, FileStatus] = {}
+        self._build_iterations()
+        self._build_kernels()
+        self._build_collectives()
+        self._build_clocks()
+        self._build_files()
+
+    # ---- construction
+    def _build_iterations(self) -> None:
+        self.chart = IterationChart(self.theme)
+        legend = " ".join(
+            f"<span style='color:{c}'>■</span>&nbsp;{label}&nbsp;&nbsp;" for label, c in BREAKDOWN
+        )
+        self.chart_legend = QLabel(legend)
+        self.chart_legend.setWordWrap(True)
+        cols = [
+            Column("rank", lambda r: r.rank, numeric=True),
+            Column("iteration", lambda r: r.iteration),
+            Column("start (ms)", lambda r: r.start_ns, _ms, numeric=True),
+            Column("time (ms)", lambda r: r.dur_ns, _ms, numeric=True),
+            Column(
+                "compute (ms)",
+                lambda r: r.exposed_compute_ns,
+                _ms,
+                "compute not overlapped by communication",
+                True,
+            ),
+            Column(
+                "overlapped (ms)", lambda r: r.overlapped_ns, _ms, "compute and communication at once", True
+            ),
+            Column(
+                "comm (ms)", lambda r: r.exposed_comm_ns, _ms, "communication not hidden by compute", True
+            ),
+            Column("idle (ms)", lambda r: r.idle_ns, _ms, "no GPU activity on any stream", True),
+        ]
+        self.iterations = TablePane("iterations", cols, IterationStat)
+        box = QWidget()
+        lay = QVBoxLayout(box)
+        lay.setContentsMargins(0, 0, 0, 0)
+        split = QSplitter(Qt.Orientation.Vertical)
+        top = QWidget()
+        tl = QVBoxLayout(top)
+        tl.setContentsMargins(4, 4, 4, 0)
+        tl.addWidget(self.chart, 1)
+        tl.addWidget(self.chart_legend)
+        split.addWidget(top)
+        split.addWidget(self.iterations)
+        split.setSizes([260, 200])
+        lay.addWidget(split)
+        self.addTab(box, "Iterations")
+
+    def _build_kernels(self) -> None:
+        self.kernel_scope = QComboBox()
+        self.kernel_scope.currentIndexChanged.connect(self._on_kernel_scope)
+        cols = [
+            Column(
+                "kernel",
+                lambda r: r.name,
+                color=lambda r: _family_color(self.theme, _LABEL_TO_FAMILY.get(r.family)),
+            ),
+            Column("total (ms)", lambda r: r.total_ns, _ms, numeric=True),
+            Column("share", lambda r: r.share, lambda v: f"{100 * v:.1f} %", "of summed GPU time", True),
+            Column("count", lambda r: r.count, lambda v: f"{v:,}", numeric=True),
+            Column("mean (µs)", lambda r: r.mean_ns, _us, numeric=True),
+            Column("family", lambda r: r.family),
+            Column("ranks", lambda r: r.ranks, numeric=True),
+        ]
+        self.kernels = TablePane("top_kernels", cols, KernelStat, [QLabel("Scope:"), self.kernel_scope])
+        self.addTab(self.kernels, "Top kernels")
+
+    def _build_collectives(self) -> None:
+        cols = [
+            Column("#", lambda r: r.instance, numeric=True),
+            Column(
+                "kind",
+                lambda r: r.kind,
+                color=lambda r: _family_color(self.theme, _COLL_FAMILY.get(r.kind, Family.NCCL_OTHER)),
+            ),
+            Column(
+                "size", lambda r: r.size_bytes, _size, "message size per rank (NCCL-tests convention)", True
+            ),
+            Column(
+                "bus BW (GB/s)",
+                lambda r: r.bus_bw_gbps,
+                _gbps,
+                "size × NCCL-tests factor / shortest duration (the last rank to arrive barely waits)",
+                True,
+            ),
+            Column("median (µs)", lambda r: r.dur_median_ns, _us, "median duration over ranks", True),
+            Column("skew (µs)", lambda r: r.skew_ns, _us, "spread of start times across ranks", True),
+            Column(
+                "min (µs)",
+                lambda r: r.dur_min_ns,
+                _us,
+                "shortest duration (the rank that arrived last)",
+                True,
+            ),
+            Column(
+                "max (µs)",
+                lambda r: r.dur_max_ns,
+                _us,
+                "longest duration (includes waiting for others)",
+                True,
+            ),
+            Column("ranks", lambda r: r.ranks, numeric=True),
+            Column("start (ms)", lambda r: r.start_ns, _ms, "earliest start over ranks", True),
+            Column("group", lambda r: r.group),
+        ]
+        self.collectives = TablePane("collectives", cols, CollectiveStat)
+        self.addTab(self.collectives, "Collectives")
+
+    def _build_clocks(self) -> None:
+        cols = [
+            Column("rank", lambda r: r.rank, numeric=True),
+            Column(
+                "applied (µs)",
+                lambda r: r.applied_offset_ns,
+                _us,
+                "shift already applied to the rank's times",
+                True,
+            ),
+            Column("estimated (µs)", lambda r: r.estimated_offset_ns, _us, numeric=True),
+            Column("residual (µs)", lambda r: r.residual_ns, _us, "spread left after alignment", True),
+            Column("anchors", lambda r: r.anchors, numeric=True),
+            Column("reference", lambda r: r.reference, lambda v: "yes" if v else ""),
+        ]
+        self.clock_note = QLabel()
+        self.clock_note.setWordWrap(True)
+        self.clocks = TablePane("clocks", cols, ClockStat)
+        box = QWidget()
+        lay = QVBoxLayout(box)
+        lay.setContentsMargins(0, 0, 0, 0)
+        lay.addWidget(self.clocks, 1)
+        lay.addWidget(self.clock_note)
+        self.addTab(box, "Clocks")
+
+    def _build_files(self) -> None:
+        cols = [
+            Column("rank", lambda r: r.rank, lambda v: "" if v < 0 else str(v), numeric=True),
+            Column("state", lambda r: r.state),
+            Column("file", lambda r: Path(r.file).name),
+            Column("detail", lambda r: r.detail),
+        ]
+        self.files = TablePane("files", cols, FileStatus)
+        # trace file names often differ only in the middle (a hash, the rank) and share their ends
+        self.files.view.setTextElideMode(Qt.TextElideMode.ElideMiddle)
+        self.warnings = QPlainTextEdit()
+        self.warnings.setReadOnly(True)
+        self.warnings.setPlaceholderText("No warnings.")
+        box = QWidget()
+        lay = QVBoxLayout(box)
+        lay.setContentsMargins(0, 0, 0, 0)
+        split = QSplitter(Qt.Orientation.Vertical)
+        split.addWidget(self.files)
+        split.addWidget(self.warnings)
+        lay.addWidget(split)
+        self.files_tab = box
+        self.addTab(box, "Files")
+
+    # ---- filling
+    def set_job(self, loaded: LoadedJob | None) -> None:
+        self.loaded = loaded
+        if loaded is None:
+            for pane in (self.iterations, self.kernels, self.collectives, self.clocks):
+                pane.set_rows([])
+            self.chart.set_rows([])
+            return
+        self.iterations.set_rows(loaded.iterations)
+        self.chart.set_rows(rank_breakdown_table(loaded.iterations))
+        self.kernel_scope.blockSignals(True)
+        self.kernel_scope.clear()
+        self.kernel_scope.addItem("all ranks", -1)
+        for t in loaded.job.ranks:
+            self.kernel_scope.addItem(f"rank {t.rank}", t.rank)
+        self.kernel_scope.blockSignals(False)
+        self.kernels.set_rows(loaded.kernels[:500], sort_column=1)
+        self.collectives.set_rows(loaded.collectives)
+        self.clocks.set_rows(loaded.clocks)
+        align = loaded.job.alignment or {}
+        notes = "; ".join(align.get("notes") or [])
+        applied = "applied" if align.get("applied") else "not applied"
+        self.clock_note.setText(
+            f"Clock alignment on collective end times: {applied}. {notes}" if align else "No clock alignment."
+        )
+        for s in loaded.job.skipped:
+            self._files[s.file] = FileStatus(s.file, "failed", s.reason)
+        for t in loaded.job.ranks:
+            prev = self._files.get(t.file)
+            state = prev.state if prev and prev.state in ("cached", "loaded") else "loaded"
+            self._files[t.file] = FileStatus(
+                t.file, state, f"rank {t.rank} ({t.rank_source}), {len(t):,} events"
+            )
+        self._refresh_files()
+        self.warnings.setPlainText("\n".join(loaded.job.warnings))
+
+    def start_load(self) -> None:
+        self._files = {}
+        self._refresh_files()
+        self.warnings.setPlainText("")
+
+    def set_file_status(self, file: str, state: str, detail: str) -> None:
+        self._files[file] = FileStatus(file, state, detail)
+        self._refresh_files()
+
+    def set_load_error(self, message: str) -> None:
+        self.warnings.setPlainText(message)
+
+    def _refresh_files(self) -> None:
+        self.files.set_rows(
+            sorted(self._files.values(), key=lambda f: (f.state != "failed", Path(f.file).name))
+        )
+
+    def _on_kernel_scope(self, _index: int) -> None:
+        if self.loaded is None:
+            return
+        rank = self.kernel_scope.currentData()
+        rows = (
+            self.loaded.kernels if rank is None or rank < 0 else top_kernels(self.loaded.job, int(rank), None)
+        )
+        self.kernels.set_rows(rows[:500], sort_column=1)
+        self.rank_scope_changed.emit(-1 if rank is None else int(rank))
+
+    def tables(self) -> dict[str, tuple[list[Any], type]]:
+        """Every table (full rows, not just what is shown) for CSV export."""
+        if self.loaded is None:
+            return {}
+        lj = self.loaded
+        return {
+            "iterations": (lj.iterations, IterationStat),
+            "rank_breakdown": (rank_breakdown_table(lj.iterations), RankBreakdownStat),
+            "top_kernels": (lj.kernels, KernelStat),
+            "collectives": (lj.collectives, CollectiveStat),
+            "clocks": (lj.clocks, ClockStat),
+        }
+
+    def export_all(self, folder: str | Path) -> list[Path]:
+        out = []
+        for name, (rows, row_type) in self.tables().items():
+            path = Path(folder) / f"{name}.csv"
+            write_csv(rows, path, row_type)
+            out.append(path)
+        return out
+
+    def apply_theme(self, theme: Theme) -> None:
+        self.theme = theme
+        self.chart.apply_theme(theme)

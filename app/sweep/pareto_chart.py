@@ -1,0 +1,100 @@
+"""Pareto view of a grid sweep: predicted iteration time against GPUs, every estimated configuration
+a dot, the configurations that nothing beats on both (:func:`lumos_core.sweep.results.pareto_front`)
+joined by a line. Click a dot to pick its configuration."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import Signal
+from PySide6.QtGui import QColor
+
+from app.theme import LIGHT, Theme
+from lumos_core.sweep.point import GridRow
+from lumos_core.sweep.results import pareto_front
+
+FRONT_COLOR = "#E15759"
+
+
+class ParetoChart(pg.PlotWidget):
+    """See the module docstring. ``point_clicked`` carries the index of the row in :meth:`set_rows`."""
+
+    point_clicked = Signal(int)
+
+    def __init__(self, theme: Theme = LIGHT) -> None:
+        super().__init__()
+        self.items: list[Any] = []
+        self.rows: list[GridRow] = []
+        self.front: list[int] = []
+        self.plotItem.setMenuEnabled(False)
+        self.plotItem.hideButtons()
+        self.setMouseEnabled(x=False, y=False)
+        self.setLabel("left", "iteration time (ms)")
+        self.setLabel("bottom", "GPUs")
+        self.getAxis("left").enableAutoSIPrefix(False)
+        self.apply_theme(theme)
+
+    def set_rows(self, rows: list[GridRow], selected: int | None = None) -> None:
+        for item in self.items:
+            self.removeItem(item)
+        self.items = []
+        self.rows = list(rows)
+        self.front = pareto_front(self.rows)
+        ok = [i for i, r in enumerate(self.rows) if r.ok]
+        on_front = set(self.front)
+        if not ok:
+            return
+        # GPUs double from one configuration to the next: log2 spaces them evenly
+        x = {i: math.log2(self.rows[i].world_size) for i in ok}
+        y = {i: self.rows[i].iteration_us / 1000 for i in ok}
+        dots = pg.ScatterPlotItem(
+            [x[i] for i in ok],
+            [y[i] for i in ok],
+            data=ok,
+            size=8,
+            brush=[pg.mkBrush(FRONT_COLOR if i in on_front else self._muted) for i in ok],
+            pen=pg.mkPen(None),
+            hoverable=True,
+            tip=lambda x, y, data: f"{self.rows[data].key}\n{y:.3f} ms on {2**x:.0f} GPUs",
+        )
+        dots.sigClicked.connect(self._on_clicked)
+        self.addItem(dots)
+        self.items.append(dots)
+        line = pg.PlotDataItem(
+            [x[i] for i in self.front],
+            [y[i] for i in self.front],
+            pen=pg.mkPen(FRONT_COLOR, width=2),
+        )
+        line.setZValue(-1)  # under the dots, which take the clicks
+        self.addItem(line)
+        self.items.append(line)
+        if selected is not None and selected in x:
+            ring = pg.ScatterPlotItem(
+                [x[selected]], [y[selected]], size=16, brush=pg.mkBrush(None), pen=pg.mkPen(self._fg, width=2)
+            )
+            self.addItem(ring)
+            self.items.append(ring)
+        gpus = sorted({self.rows[i].world_size for i in ok})
+        self.getAxis("bottom").setTicks([[(math.log2(g), str(g)) for g in gpus]])
+        lo, hi = math.log2(gpus[0]), math.log2(gpus[-1])
+        self.setXRange(lo - 0.5, hi + 0.5, padding=0)
+        top = float(np.nanmax(list(y.values())))
+        self.setYRange(0, top * 1.1, padding=0)
+
+    def _on_clicked(self, _item: Any, points: Any, *_: Any) -> None:
+        if len(points):
+            self.point_clicked.emit(int(points[0].data()))
+
+    def apply_theme(self, theme: Theme) -> None:
+        self._fg = QColor(theme.foreground)
+        self._muted = QColor(theme.muted)
+        self.setBackground(QColor(theme.background))
+        for name in ("left", "bottom"):
+            ax = self.getAxis(name)
+            ax.setPen(pg.mkPen(theme.muted))
+            ax.setTextPen(pg.mkPen(theme.foreground))
+        if self.rows:
+            self.set_rows(self.rows)

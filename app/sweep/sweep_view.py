@@ -1,0 +1,244 @@
+"""Sweep one knob (e.g. DP 8 → 512): iteration time and breakdown per value, as a chart and a table.
+
+Each point is one ``estimate()`` (:func:`lumos_core.sweep.one_knob.sweep`), run in the background like any
+other request. Double-click a row to keep that value as a scenario (it is estimated again, with its
+predicted timeline).
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from typing import Any
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QColor
+from PySide6.QtWidgets import (
+    QComboBox,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QPushButton,
+    QSplitter,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.panels.summary_panes import BREAKDOWN, TablePane
+from app.panels.table_model import Column
+from app.theme import LIGHT, Theme
+from app.whatif.runner import SweepOutcome
+from lumos_core.errors import LumosError
+from lumos_core.sweep.one_knob import SweepPoint, SweepRow, default_values, parse_values, sweep_rows
+from lumos_core.whatif.config import KNOBS, Baseline
+
+SWEEP_KNOBS = [k for k in KNOBS if k != "schedule"]
+
+
+def _ms(v: float) -> str:
+    return "" if math.isnan(v) else f"{v:,.3f}"
+
+
+class SweepChart(pg.PlotWidget):
+    """Stacked breakdown bars per value, the iteration time on top as a line."""
+
+    def __init__(self, theme: Theme = LIGHT) -> None:
+        super().__init__()
+        self.items: list[Any] = []
+        self.plotItem.setMenuEnabled(False)
+        self.plotItem.hideButtons()
+        self.setMouseEnabled(x=False, y=False)
+        self.setLabel("left", "iteration time (ms)")
+        self.getAxis("left").enableAutoSIPrefix(False)
+        self.apply_theme(theme)
+
+    def set_points(self, knob: str, points: list[SweepPoint]) -> None:
+        for item in self.items:
+            self.removeItem(item)
+        self.items = []
+        self.setLabel("bottom", knob)
+        if not points:
+            return
+        x = np.arange(len(points), dtype=float)
+        ok = [p.breakdown is not None for p in points]
+        parts = (
+            np.asarray(
+                [
+                    [b.exposed_compute_ns, b.overlapped_ns, b.exposed_comm_ns, b.other_ns]
+                    if (b := p.breakdown)
+                    else [0, 0, 0, 0]
+                    for p in points
+                ],
+                float,
+            )
+            / 1e6
+        )
+        bottom = np.zeros(len(points))
+        for k, (label, color) in enumerate(BREAKDOWN):
+            bar = pg.BarGraphItem(
+                x=x, y0=bottom, height=parts[:, k], width=0.6, brush=QColor(color), pen=pg.mkPen(None)
+            )
+            bar.setToolTip(label)
+            self.addItem(bar)
+            self.items.append(bar)
+            bottom = bottom + parts[:, k]
+        t = np.asarray([p.iteration_us / 1000 if ok[i] else np.nan for i, p in enumerate(points)])
+        line = pg.PlotDataItem(
+            x,
+            t,
+            pen=pg.mkPen(self._fg, width=2),
+            symbol="o",
+            symbolSize=7,
+            symbolBrush=self._fg,
+            connect="finite",
+        )
+        self.addItem(line)
+        self.items.append(line)
+        for i, p in enumerate(points):
+            text = f"{p.iteration_us / 1000:.1f}" if ok[i] else "✕"
+            label = pg.TextItem(text, color=self._fg, anchor=(0.5, 1.2))
+            label.setPos(float(i), float(t[i]) if ok[i] else 0.0)
+            if not ok[i]:
+                label.setToolTip(p.error)
+            self.addItem(label)
+            self.items.append(label)
+        self.getAxis("bottom").setTicks(
+            [[(float(i), f"{p.value}\n{p.world_size} GPUs") for i, p in enumerate(points)]]
+        )
+        top = np.nanmax(t) if np.isfinite(t).any() else 1.0
+        self.setYRange(0, float(top) * 1.15, padding=0)
+        self.setXRange(-0.6, len(points) - 0.4, padding=0)
+
+    def apply_theme(self, theme: Theme) -> None:
+        self._fg = QColor(theme.foreground)
+        self.setBackground(QColor(theme.background))
+        for name in ("left", "bottom"):
+            ax = self.getAxis(name)
+            ax.setPen(pg.mkPen(theme.muted))
+            ax.setTextPen(pg.mkPen(theme.foreground))
+
+
+class SweepView(QWidget):
+    """See the module docstring."""
+
+    sweep_requested = Signal(str, list)  # knob, values
+    keep_requested = Signal(str, object)  # knob, value: estimate it as a scenario
+
+    def __init__(self, theme: Theme = LIGHT, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.baseline: Baseline | None = None
+        self.outcome: SweepOutcome | None = None
+        self.knob = QComboBox()
+        for k in SWEEP_KNOBS:
+            self.knob.addItem(k, k)
+        self.knob.currentIndexChanged.connect(self._suggest_values)
+        self.values = QLineEdit()
+        self.values.setPlaceholderText("values, e.g. 8, 16, 32 (or 8-512 for powers of two)")
+        self.values.returnPressed.connect(self.run)
+        self.run_button = QPushButton("Run sweep")
+        self.run_button.clicked.connect(self.run)
+        self.message = QLabel()
+        self.message.setWordWrap(True)
+        top = QHBoxLayout()
+        top.addWidget(QLabel("Knob:"))
+        top.addWidget(self.knob)
+        top.addWidget(QLabel("Values:"))
+        top.addWidget(self.values, 1)
+        top.addWidget(self.run_button)
+        self.chart = SweepChart(theme)
+        legend = " ".join(
+            f"<span style='color:{c}'>■</span>&nbsp;{label}&nbsp;&nbsp;" for label, c in BREAKDOWN
+        )
+        legend += "&nbsp;&nbsp;— iteration time"
+        self.legend = QLabel(legend)
+        self.table = TablePane(
+            "sweep",
+            [
+                Column("value", lambda r: r.value),
+                Column("GPUs", lambda r: r.gpus, numeric=True),
+                Column("iteration (ms)", lambda r: r.iteration_ms, _ms, numeric=True),
+                Column("compute", lambda r: r.exposed_compute_ms, _ms, "exposed compute (ms)", True),
+                Column("overlapped", lambda r: r.overlapped_ms, _ms, numeric=True),
+                Column("comm", lambda r: r.exposed_comm_ms, _ms, "exposed communication (ms)", True),
+                Column("idle", lambda r: r.idle_ms, _ms, numeric=True),
+                Column(
+                    "vs baseline",
+                    lambda r: r.change_pct,
+                    lambda v: "" if math.isnan(v) else f"{v:+.1f} %",
+                    numeric=True,
+                ),
+                Column("problem", lambda r: r.error),
+            ],
+            SweepRow,
+        )
+        self.table.view.setSortingEnabled(False)
+        self.table.view.doubleClicked.connect(self._on_double_click)
+        self.table.view.setToolTip("Double-click a value to keep it as a scenario")
+        chart_box = QWidget()
+        cl = QVBoxLayout(chart_box)
+        cl.setContentsMargins(0, 0, 0, 0)
+        cl.addWidget(self.chart, 1)
+        cl.addWidget(self.legend)
+        split = QSplitter(Qt.Orientation.Vertical)
+        split.addWidget(chart_box)
+        split.addWidget(self.table)
+        split.setSizes([450, 250])
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(4, 4, 4, 4)
+        lay.addLayout(top)
+        lay.addWidget(self.message)
+        lay.addWidget(split, 1)
+        self.set_baseline(None)
+
+    def set_baseline(self, baseline: Baseline | None) -> None:
+        self.baseline = baseline
+        self.run_button.setEnabled(baseline is not None)
+        self._suggest_values()
+
+    def _suggest_values(self) -> None:
+        knob = self.knob.currentData()
+        current = getattr(self.baseline.config, knob) if self.baseline is not None else None
+        vals = default_values(knob, current) if current is not None or knob == "gpu" else []
+        self.values.setText(", ".join(str(v) for v in vals))
+
+    def run(self) -> None:
+        knob = str(self.knob.currentData())
+        try:
+            values = parse_values(knob, self.values.text())
+        except LumosError as exc:
+            self.message.setText(f"<span style='color:#B42318'>{html.escape(str(exc))}</span>")
+            return
+        if not values:
+            self.message.setText("Give at least one value.")
+            return
+        self.message.setText(f"Sweeping {html.escape(knob)} over {len(values)} values…")
+        self.sweep_requested.emit(knob, values)
+
+    def show_outcome(self, outcome: SweepOutcome) -> None:
+        self.outcome = outcome
+        self.chart.set_points(outcome.knob, outcome.points)
+        self.table.set_rows(sweep_rows(outcome.points))
+        bad = sum(not p.ok for p in outcome.points)
+        self.message.setText(
+            f"{outcome.knob}: {len(outcome.points)} values in {outcome.seconds:.1f} s"
+            + (f"; {bad} could not be estimated (see the problem column)" if bad else "")
+            + ". Double-click a row to keep it as a scenario."
+        )
+
+    def show_message(self, text: str) -> None:
+        self.message.setText(html.escape(text))
+
+    def _on_double_click(self, index) -> None:  # type: ignore[no-untyped-def]
+        if self.outcome is None:
+            return
+        row = self.table.proxy.mapToSource(index).row()
+        p = self.outcome.points[row]
+        if p.ok:
+            self.keep_requested.emit(p.knob, p.value)
+
+    def apply_theme(self, theme: Theme) -> None:
+        self.chart.apply_theme(theme)
+        if self.outcome is not None:
+            self.chart.set_points(self.outcome.knob, self.outcome.points)

@@ -1,0 +1,1 @@
+"""The timeline: rows per rank and stream, drawn spans, predicted overlays."""

@@ -1,0 +1,1 @@
+"""What-if: the configuration panel, the background runner, scenarios and their comparison."""

@@ -1,0 +1,236 @@
+"""The Prediction tab: the numbers of the scenario shown on the timeline.
+
+A headline (predicted vs measured iteration time, the replay error or the change against the
+replayed baseline), breakdown bars measured vs predicted side by side, every iteration of every
+simulated rank (measured, predicted, difference), and for an estimate what was re-timed by which
+model. Every number is the scenario's :class:`~lumos_core.whatif.scenario.ScenarioSummary`.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from pathlib import Path
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QColor
+from PySide6.QtWidgets import QLabel, QSplitter, QVBoxLayout, QWidget
+
+from app.panels.summary_panes import BREAKDOWN, TablePane
+from app.panels.table_model import Column
+from app.theme import LIGHT, Theme
+from lumos_core.replay.breakdown import Breakdown
+from lumos_core.whatif.retime import Retiming
+from lumos_core.whatif.scenario import IterationRow, ScenarioSummary
+
+
+def _ms(v: float) -> str:
+    return "" if math.isnan(v) else f"{v:,.3f}"
+
+
+def _pct(v: float) -> str:
+    return "" if math.isnan(v) else f"{v:+.2f} %"
+
+
+def breakdown_parts_ms(b: Breakdown) -> list[float]:
+    return [b.exposed_compute_ns / 1e6, b.overlapped_ns / 1e6, b.exposed_comm_ns / 1e6, b.other_ns / 1e6]
+
+
+class BreakdownBars(pg.PlotWidget):
+    """Horizontal stacked bars, one per outcome (measured, replayed, predicted), in ms."""
+
+    def __init__(self, theme: Theme = LIGHT) -> None:
+        super().__init__()
+        self.bars: list[pg.BarGraphItem] = []
+        self.texts: list[pg.TextItem] = []
+        self.rows: list[tuple[str, Breakdown, float]] = []
+        self.plotItem.setMenuEnabled(False)
+        self.plotItem.hideButtons()
+        self.setMouseEnabled(x=False, y=False)
+        self.getViewBox().invertY(True)
+        self.getAxis("bottom").enableAutoSIPrefix(False)  # ms, as the headline says
+        self.setMinimumHeight(110)
+        self.apply_theme(theme)
+
+    def set_rows(self, rows: list[tuple[str, Breakdown, float]]) -> None:
+        """(label, breakdown, iteration ms) per bar, top to bottom."""
+        self.rows = rows
+        for item in [*self.bars, *self.texts]:
+            self.removeItem(item)
+        self.bars, self.texts = [], []
+        if not rows:
+            return
+        y = np.arange(len(rows), dtype=float)
+        parts = np.asarray([breakdown_parts_ms(b) for _, b, _ in rows])
+        left = np.zeros(len(rows))
+        for k, (label, color) in enumerate(BREAKDOWN):
+            bar = pg.BarGraphItem(
+                x0=left, y=y, height=0.62, width=parts[:, k], brush=QColor(color), pen=pg.mkPen(None)
+            )
+            bar.setToolTip(label)
+            self.addItem(bar)
+            self.bars.append(bar)
+            left = left + parts[:, k]
+        for i, (_, _, total) in enumerate(rows):
+            t = pg.TextItem(f"{total:.2f} ms", color=self._fg, anchor=(0, 0.5))
+            t.setPos(float(left[i]), float(i))
+            self.addItem(t)
+            self.texts.append(t)
+        self.getAxis("left").setTicks([[(float(i), label) for i, (label, _, _) in enumerate(rows)]])
+        self.setYRange(-0.6, len(rows) - 0.4, padding=0)
+        self.setXRange(0, float(left.max()) * 1.3 if len(left) else 1.0, padding=0)
+
+    def apply_theme(self, theme: Theme) -> None:
+        self._fg = QColor(theme.foreground)
+        self.setBackground(QColor(theme.background))
+        for name in ("left", "bottom"):
+            ax = self.getAxis(name)
+            ax.setPen(pg.mkPen(theme.muted))
+            ax.setTextPen(pg.mkPen(theme.foreground))
+        for t in self.texts:
+            t.setColor(self._fg)
+
+
+class PredictionPane(QWidget):
+    """See the module docstring."""
+
+    def __init__(self, theme: Theme = LIGHT, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.theme = theme
+        self.summary: ScenarioSummary | None = None
+        self.headline = QLabel()
+        self.headline.setWordWrap(True)
+        self.headline.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.bars = BreakdownBars(theme)
+        legend = " ".join(
+            f"<span style='color:{c}'>■</span>&nbsp;{label}&nbsp;&nbsp;" for label, c in BREAKDOWN
+        )
+        self.legend = QLabel(legend)
+        self.legend.setWordWrap(True)
+        self.iterations = TablePane(
+            "iterations",
+            [
+                Column("rank", lambda r: r.rank, numeric=True),
+                Column(
+                    "stands for",
+                    lambda r: r.stands_for,
+                    tooltip="ranks of the predicted job this one represents",
+                ),
+                Column("iteration", lambda r: r.iteration),
+                Column("measured (ms)", lambda r: r.measured_ms, _ms, "on the traced rank", True),
+                Column("predicted (ms)", lambda r: r.predicted_ms, _ms, numeric=True),
+                Column(
+                    "vs measured",
+                    lambda r: r.diff_pct,
+                    _pct,
+                    "the replay error, or the predicted change",
+                    True,
+                ),
+            ],
+            IterationRow,
+        )
+        self.retimed = TablePane(
+            "retimed",
+            [
+                Column("tasks", lambda r: r.count, lambda v: f"{v:,}", numeric=True),
+                Column("what", lambda r: r.what),
+                Column("model", lambda r: r.model),
+                Column("from", lambda r: r.detail),
+            ],
+            Retiming,
+        )
+        self.notes = QLabel()
+        self.notes.setWordWrap(True)
+        top = QWidget()
+        tl = QVBoxLayout(top)
+        tl.setContentsMargins(4, 4, 4, 0)
+        tl.addWidget(self.headline)
+        tl.addWidget(self.bars, 1)
+        tl.addWidget(self.legend)
+        split = QSplitter(Qt.Orientation.Vertical)
+        split.addWidget(top)
+        split.addWidget(self.iterations)
+        split.addWidget(self.retimed)
+        split.setSizes([260, 220, 110])
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(0, 0, 0, 0)
+        lay.addWidget(split, 1)
+        lay.addWidget(self.notes)
+        self.show_summary(None)
+
+    def show_summary(self, s: ScenarioSummary | None, waiting: str = "") -> None:
+        self.summary = s
+        if s is None:
+            self.headline.setText(
+                html.escape(waiting)
+                or "No prediction yet: the baseline replay runs when a job opens; change the configuration "
+                "in the What-if panel and press Estimate."
+            )
+            self.bars.set_rows([])
+            self.bars.hide()
+            self.legend.hide()
+            self.iterations.set_rows([])
+            self.retimed.set_rows([])
+            self.retimed.hide()
+            self.notes.setText("")
+            return
+        self.headline.setText(headline_html(s))
+        self.bars.show()
+        self.legend.show()
+        rows = [("measured", s.measured.breakdown, s.measured.iteration_us / 1000)]
+        if s.kind == "estimate":
+            rows.append(("replayed", s.replayed.breakdown, s.replayed.iteration_us / 1000))
+        rows.append(
+            (
+                "predicted" if s.kind == "estimate" else "replayed",
+                s.predicted.breakdown,
+                s.iteration_us / 1000,
+            )
+        )
+        self.bars.set_rows(rows)
+        self.iterations.set_rows(s.iterations)
+        self.retimed.set_rows(s.retimed, sort_column=0)
+        self.retimed.setVisible(s.kind == "estimate")
+        notes = [*s.notes]
+        self.notes.setText("<br>".join(f"<small>note: {html.escape(n)}</small>" for n in notes[:6]))
+
+    def export_csv(self, folder: str | Path) -> list[Path]:
+        from lumos_core.replay.summaries import write_csv
+
+        if self.summary is None:
+            return []
+        out = []
+        for name, (rows, row_type) in self.summary.tables().items():
+            path = Path(folder) / f"{name}.csv"
+            write_csv(rows, path, row_type)
+            out.append(path)
+        return out
+
+    def apply_theme(self, theme: Theme) -> None:
+        self.theme = theme
+        self.bars.apply_theme(theme)
+
+
+def headline_html(s: ScenarioSummary) -> str:
+    name = html.escape(s.name)
+    pred = s.iteration_us / 1000
+    meas = s.measured.iteration_us / 1000
+    if s.kind == "replay":
+        return (
+            f"<b>{name}</b>: replayed <b>{pred:.3f} ms</b> per iteration, measured {meas:.3f} ms. "
+            f"Replay error: <b>{s.replay_error_pct:.2f} %</b> mean |error| over "
+            f"{len(s.iterations)} rank-iterations."
+        )
+    sim = len(s.represents)
+    ranks = (
+        f"{s.world_size} GPUs, simulated as {sim} rank{'s' * (sim != 1)}"
+        if sim != s.world_size
+        else f"{s.world_size} GPUs"
+    )
+    return (
+        f"<b>{name}</b> ({ranks}): predicted <b>{pred:.3f} ms</b> per iteration, "
+        f"<b>{s.change_pct:+.1f} %</b> vs the replayed baseline ({s.replayed.iteration_us / 1000:.3f} ms); "
+        f"measured {meas:.3f} ms."
+    )

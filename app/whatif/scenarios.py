@@ -1,0 +1,223 @@
+"""The scenario list: every replay and estimate run, kept by name, to show, compare and export.
+
+Clicking a scenario shows it on the timeline (overlay), in the Prediction tab and loads its
+changes into the What-if panel. Select two (Ctrl+click) and press Compare. Double-click a name to
+rename it.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QBrush, QColor
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QHBoxLayout,
+    QHeaderView,
+    QMenu,
+    QPushButton,
+    QTreeWidget,
+    QTreeWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.whatif.runner import Scenario
+
+COLUMNS = ["scenario", "GPUs", "iteration (ms)", "vs baseline"]
+_ID = Qt.ItemDataRole.UserRole
+
+
+class ScenarioList(QWidget):
+    """See the module docstring."""
+
+    shown = Signal(int)  # scenario id picked (single selection)
+    compare_requested = Signal(int, int)
+    remove_requested = Signal(int)
+    renamed = Signal(int, str)
+    export_timeline_requested = Signal(int)
+    export_tables_requested = Signal(int)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.tree = QTreeWidget()
+        self.tree.setColumnCount(len(COLUMNS))
+        self.tree.setHeaderLabels(COLUMNS)
+        self.tree.setRootIsDecorated(False)
+        self.tree.setUniformRowHeights(True)
+        self.tree.setAlternatingRowColors(True)
+        self.tree.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)
+        self.tree.setEditTriggers(
+            QAbstractItemView.EditTrigger.DoubleClicked | QAbstractItemView.EditTrigger.EditKeyPressed
+        )
+        self.tree.header().setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
+        for c in range(1, len(COLUMNS)):
+            self.tree.header().setSectionResizeMode(c, QHeaderView.ResizeMode.ResizeToContents)
+        self.tree.header().setStretchLastSection(False)
+        self.tree.itemSelectionChanged.connect(self._on_selection)
+        self.tree.itemChanged.connect(self._on_item_changed)
+        self.tree.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        self.tree.customContextMenuRequested.connect(self._context_menu)
+        self.compare_button = QPushButton("Compare")
+        self.compare_button.setToolTip("Compare the two selected scenarios (Ctrl+click to select two)")
+        self.compare_button.clicked.connect(self._compare)
+        self.export_button = QPushButton("Export…")
+        self.export_button.setToolTip("Export the selected scenario's predicted timeline or tables")
+        self.export_button.clicked.connect(
+            lambda: self._export_menu().exec(
+                self.export_button.mapToGlobal(self.export_button.rect().bottomLeft())
+            )
+        )
+        self.remove_button = QPushButton("Remove")
+        self.remove_button.clicked.connect(self._remove)
+        buttons = QHBoxLayout()
+        buttons.addWidget(self.compare_button)
+        buttons.addWidget(self.export_button)
+        buttons.addStretch(1)
+        buttons.addWidget(self.remove_button)
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(4, 4, 4, 4)
+        lay.addWidget(self.tree, 1)
+        lay.addLayout(buttons)
+        self._filling = False
+        self._update_buttons()
+
+    # ---- content
+    def clear(self) -> None:
+        self.tree.clear()
+        self._update_buttons()
+
+    def add(self, s: Scenario, baseline_us: float | None) -> None:
+        self._filling = True
+        try:
+            item = QTreeWidgetItem()
+            item.setData(0, _ID, s.id)
+            item.setFlags(item.flags() | Qt.ItemFlag.ItemIsEditable)
+            self.tree.addTopLevelItem(item)
+            self._fill(item, s, baseline_us)
+        finally:
+            self._filling = False
+
+    def refresh(self, scenarios: list[Scenario], baseline_us: float | None) -> None:
+        """Update the numbers (e.g. once the baseline replay is there)."""
+        by_id = {s.id: s for s in scenarios}
+        self._filling = True
+        try:
+            for i in range(self.tree.topLevelItemCount()):
+                item = self.tree.topLevelItem(i)
+                s = by_id.get(int(item.data(0, _ID)))
+                if s is not None:
+                    self._fill(item, s, baseline_us)
+        finally:
+            self._filling = False
+
+    def _fill(self, item: QTreeWidgetItem, s: Scenario, baseline_us: float | None) -> None:
+        sm = s.summary
+        item.setText(0, s.name)
+        item.setText(1, str(sm.world_size))
+        item.setText(2, f"{sm.iteration_us / 1000:,.3f}")
+        ref = baseline_us or sm.replayed.iteration_us
+        if sm.kind == "replay":
+            item.setText(3, f"error {sm.replay_error_pct:.2f} %")
+            item.setForeground(3, QBrush())
+        else:
+            change = 100.0 * (sm.iteration_us / ref - 1) if ref else 0.0
+            item.setText(3, f"{change:+.1f} %")
+            item.setForeground(
+                3, QBrush(QColor("#B42318" if change > 0.05 else "#1B7F3B" if change < -0.05 else "#6B7280"))
+            )
+        for c in (1, 2, 3):
+            item.setTextAlignment(c, Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+        changes = ", ".join(f"{k}={v}" for k, v in sm.changes.items()) or "the traced configuration"
+        item.setToolTip(0, f"{s.name}: {changes} · computed in {s.seconds:.2f} s")
+
+    def remove(self, scenario_id: int) -> None:
+        item = self._item(scenario_id)
+        if item is not None:
+            self.tree.takeTopLevelItem(self.tree.indexOfTopLevelItem(item))
+        self._update_buttons()
+
+    def select(self, scenario_id: int) -> None:
+        item = self._item(scenario_id)
+        if item is not None:
+            self.tree.blockSignals(True)
+            self.tree.clearSelection()
+            item.setSelected(True)
+            self.tree.setCurrentItem(item)
+            self.tree.blockSignals(False)
+        self._update_buttons()
+
+    def select_pair(self, a: int, b: int) -> None:
+        self.tree.blockSignals(True)
+        self.tree.clearSelection()
+        for sid in (a, b):
+            item = self._item(sid)
+            if item is not None:
+                item.setSelected(True)
+        self.tree.blockSignals(False)
+        self._update_buttons()
+
+    def selected_ids(self) -> list[int]:
+        # in list order, so "compare" puts the earlier scenario (usually the baseline) first
+        return [
+            int(self.tree.topLevelItem(i).data(0, _ID))
+            for i in range(self.tree.topLevelItemCount())
+            if self.tree.topLevelItem(i).isSelected()
+        ]
+
+    def ids(self) -> list[int]:
+        return [int(self.tree.topLevelItem(i).data(0, _ID)) for i in range(self.tree.topLevelItemCount())]
+
+    def _item(self, scenario_id: int) -> QTreeWidgetItem | None:
+        for i in range(self.tree.topLevelItemCount()):
+            item = self.tree.topLevelItem(i)
+            if int(item.data(0, _ID)) == scenario_id:
+                return item
+        return None
+
+    # ---- interaction
+    def _on_selection(self) -> None:
+        ids = self.selected_ids()
+        if len(ids) == 1:
+            self.shown.emit(ids[0])
+        self._update_buttons()
+
+    def _on_item_changed(self, item: QTreeWidgetItem, column: int) -> None:
+        if not self._filling and column == 0:
+            self.renamed.emit(int(item.data(0, _ID)), item.text(0).strip())
+
+    def _update_buttons(self) -> None:
+        n = len(self.selected_ids())
+        self.compare_button.setEnabled(n == 2)
+        self.export_button.setEnabled(n == 1)
+        self.remove_button.setEnabled(n >= 1)
+
+    def _compare(self) -> None:
+        ids = self.selected_ids()
+        if len(ids) == 2:
+            self.compare_requested.emit(ids[0], ids[1])
+
+    def _remove(self) -> None:
+        for sid in self.selected_ids():
+            self.remove_requested.emit(sid)
+
+    def _export_menu(self) -> QMenu:
+        menu = QMenu(self)
+        ids = self.selected_ids()
+        if len(ids) == 1:
+            sid = ids[0]
+            menu.addAction(
+                "Predicted timeline as Kineto/Perfetto JSON…",
+                lambda: self.export_timeline_requested.emit(sid),
+            )
+            menu.addAction("Tables as CSV…", lambda: self.export_tables_requested.emit(sid))
+        return menu
+
+    def _context_menu(self, pos) -> None:  # type: ignore[no-untyped-def]
+        menu = self._export_menu()
+        ids = self.selected_ids()
+        if len(ids) == 2:
+            menu.addAction("Compare", self._compare)
+        if ids:
+            menu.addAction("Remove", self._remove)
+        if not menu.isEmpty():
+            menu.exec(self.tree.viewport().mapToGlobal(pos))

@@ -1,0 +1,374 @@
+"""``lumos replay``: rebuild the measured iterations from the execution graph and compare.
+
+:func:`replay` builds the graph of a loaded job, simulates it (optionally with tasks slowed down or
+sped up, Daydream-style) and returns a :class:`ReplayResult`: the predicted timeline in the same
+columnar shape as the loaded trace (so it can be drawn and exported like a measured one), the
+measured and replayed iteration times with their breakdowns, GPU busy time per 1 ms, and the
+critical path of each iteration.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from lumos_core.errors import ConfigError, GraphError
+from lumos_core.graph.build import EdgeKind, ExecutionGraph, NodeType, build_graph
+from lumos_core.progress import Progress, no_progress, scaled
+from lumos_core.replay.breakdown import (
+    ITERATION_DEFINITION,
+    Breakdown,
+    Window,
+    activity,
+    breakdown,
+    iteration_windows,
+)
+from lumos_core.replay.intervals import coverage
+from lumos_core.replay.simulate import binding_end_predecessor, binding_predecessor, simulate
+from lumos_core.trace.model import Job, Kind, RankTrace
+from lumos_core.trace.rank_analysis import _iterations
+
+_ACTIVITY = np.asarray([Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET], np.int8)
+
+
+@dataclass
+class IterationResult:
+    name: str
+    measured: Window
+    replayed: Window
+    measured_breakdown: Breakdown
+    replayed_breakdown: Breakdown
+
+    @property
+    def error_pct(self) -> float:
+        m = self.measured.length
+        return 100.0 * (self.replayed.length - m) / m if m else 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "measured_us": self.measured.length / 1000,
+            "replayed_us": self.replayed.length / 1000,
+            "error_pct": round(self.error_pct, 4),
+            "measured_start_us": self.measured.start / 1000,
+            "replayed_start_us": self.replayed.start / 1000,
+            "breakdown": {
+                "measured": self.measured_breakdown.as_us(),
+                "replayed": self.replayed_breakdown.as_us(),
+            },
+        }
+
+
+@dataclass
+class CriticalPath:
+    """The chain of tasks and dependencies that sets an iteration's end."""
+
+    nodes: list[int]
+    length_ns: int
+    by_category_ns: dict[str, int]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "tasks": len(self.nodes),
+            "length_us": self.length_ns / 1000,
+            "by_category_us": {k: v / 1000 for k, v in sorted(self.by_category_ns.items())},
+        }
+
+
+@dataclass
+class RankResult:
+    rank: int
+    iterations: list[IterationResult]
+    busy_measured: np.ndarray  # GPU busy fraction per 1 ms bin, over the iterations' span
+    busy_replayed: np.ndarray
+    critical_paths: dict[str, CriticalPath] = field(default_factory=dict)
+
+
+@dataclass
+class ReplayResult:
+    graph: ExecutionGraph
+    start: np.ndarray  # per graph node
+    end: np.ndarray
+    timeline: list[RankTrace]  # predicted, one per rank, same columns as the loaded ranks
+    ranks: list[RankResult]
+    seconds: float
+    simulate_seconds: float
+    scale: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def mean_abs_error_pct(self) -> float:
+        errs = [abs(it.error_pct) for r in self.ranks for it in r.iterations]
+        return float(np.mean(errs)) if errs else 0.0
+
+    def gpu_start_error_us(self) -> dict[str, float]:
+        """How far replayed GPU tasks start from where they were measured (µs): the fidelity of the
+        dependencies, beyond the iteration times (which the CPU timeline largely sets)."""
+        g = self.graph
+        gpu = np.flatnonzero(g.node_type == NodeType.GPU)
+        disp = np.where(g.arrive_of[gpu] >= 0, g.arrive_of[gpu], gpu)
+        err = np.abs(self.start[disp] - g.measured_start[disp]) / 1000
+        if len(err) == 0:
+            return {"median": 0.0, "p95": 0.0, "max": 0.0}
+        return {
+            "median": round(float(np.median(err)), 3),
+            "p95": round(float(np.percentile(err, 95)), 3),
+            "max": round(float(err.max()), 3),
+        }
+
+    def as_dict(self, include_busy: bool = False) -> dict[str, Any]:
+        ranks = []
+        for r in self.ranks:
+            d: dict[str, Any] = {
+                "rank": r.rank,
+                "iterations": [it.as_dict() for it in r.iterations],
+                "critical_path": {k: v.as_dict() for k, v in r.critical_paths.items()},
+            }
+            if include_busy:
+                d["gpu_busy_1ms"] = {
+                    "measured": np.round(r.busy_measured, 4).tolist(),
+                    "replayed": np.round(r.busy_replayed, 4).tolist(),
+                }
+            ranks.append(d)
+        return {
+            "definition": ITERATION_DEFINITION,
+            "tasks": self.graph.n_tasks,
+            "edges": self.graph.edge_counts(),
+            "seconds": round(self.seconds, 4),
+            "simulate_seconds": round(self.simulate_seconds, 4),
+            "tasks_per_second": round(self.graph.n_nodes / max(self.simulate_seconds, 1e-9)),
+            "mean_abs_error_pct": round(self.mean_abs_error_pct, 4),
+            "unexplained_delay_us": self.graph.unexplained_ns / 1000,
+            "gpu_start_error_us": self.gpu_start_error_us(),
+            "scale": self.scale,
+            "notes": self.graph.notes,
+            "ranks": ranks,
+        }
+
+
+def parse_scale(items: list[str] | None) -> dict[str, float]:
+    """``["nccl.*=2", "gemm=0.5"]`` -> {"nccl.*": 2.0, "gemm": 0.5} (validated)."""
+    out: dict[str, float] = {}
+    for item in items or []:
+        pattern, sep, factor = item.rpartition("=")
+        if not sep or not pattern:
+            raise ConfigError(f"--scale {item!r}: expected PATTERN=FACTOR, e.g. --scale 'nccl=2'")
+        try:
+            f = float(factor)
+            re.compile(pattern)
+        except ValueError:
+            raise ConfigError(f"--scale {item!r}: {factor!r} is not a number") from None
+        except re.error as exc:
+            raise ConfigError(f"--scale {item!r}: bad regular expression ({exc})") from None
+        if not f >= 0:
+            raise ConfigError(f"--scale {item!r}: the factor must be >= 0")
+        out[pattern] = f
+    return out
+
+
+def scaled_durations(graph: ExecutionGraph, scale: dict[str, float]) -> tuple[np.ndarray, dict[str, int]]:
+    """Node durations with every task whose name matches a pattern multiplied by its factor."""
+    dur = graph.dur.copy()
+    counts: dict[str, int] = {}
+    if not scale:
+        return dur, counts
+    by_rank = {t.rank: t for t in graph.job.ranks}
+    for pattern, factor in scale.items():
+        rx = re.compile(pattern)
+        hit_total = 0
+        for r, t in by_rank.items():
+            names = t.names_matching(rx.search)
+            nodes = np.flatnonzero(
+                (graph.rank == r) & (graph.event >= 0) & (graph.node_type != NodeType.ARRIVE)
+            )
+            ev = graph.event[nodes]
+            hit = nodes[names[t.name[ev]]]
+            dur[hit] = np.rint(dur[hit] * factor).astype(np.int64)
+            hit_total += len(hit)
+        counts[pattern] = hit_total
+    return dur, counts
+
+
+def replay(
+    job: Job,
+    *,
+    scale: dict[str, float] | None = None,
+    progress: Progress = no_progress,
+    graph: ExecutionGraph | None = None,
+    critical_paths: bool = True,
+) -> ReplayResult:
+    """Replay ``job`` (all ranks together) and compare with what was measured."""
+    t0 = time.perf_counter()
+    if graph is None:
+        graph = build_graph(job, progress=scaled(progress, 0.0, 0.5))
+    dur, _ = scaled_durations(graph, scale or {})
+    progress(0.55, f"simulating {graph.n_nodes} tasks")
+    t1 = time.perf_counter()
+    start, end = simulate(graph, dur)
+    sim_seconds = time.perf_counter() - t1
+    progress(0.8, "building the predicted timeline")
+    timeline = [predicted_rank(graph, t, start, end) for t in job.ranks]
+    ranks = []
+    for t, p in zip(job.ranks, timeline):
+        ranks.append(_compare(graph, t, p, start, end, critical_paths))
+    progress(1.0, "replay done")
+    return ReplayResult(
+        graph=graph,
+        start=start,
+        end=end,
+        timeline=timeline,
+        ranks=ranks,
+        seconds=time.perf_counter() - t0,
+        simulate_seconds=sim_seconds,
+        scale=dict(scale or {}),
+    )
+
+
+def predicted_rank(graph: ExecutionGraph, t: RankTrace, start: np.ndarray, end: np.ndarray) -> RankTrace:
+    """The rank's events with replayed times. Tasks take their node's times; other events (parent
+    operators, annotations, sync markers) move with the tasks around them on their lane."""
+    node_of = graph.rank_nodes[t.rank]
+    is_task = node_of >= 0
+    ev = np.flatnonzero(is_task)
+    nodes = node_of[ev]
+    disp_start_node = np.where(graph.arrive_of[nodes] >= 0, graph.arrive_of[nodes], nodes)
+    new_start = t.start.copy()
+    new_end = t.start + t.dur
+    new_start[ev] = start[disp_start_node]
+    new_end[ev] = end[nodes]
+    others = np.flatnonzero(~is_task)
+    if len(others):
+        for lane in range(len(t.lanes)):
+            sl = t.lane_slice(lane)
+            lane_ev = np.arange(sl.start, sl.stop)
+            task_ev = lane_ev[is_task[sl]]
+            other_ev = lane_ev[~is_task[sl]]
+            if len(other_ev) == 0 or len(task_ev) == 0:
+                continue
+            ms = t.start[task_ev]
+            me = ms + t.dur[task_ev]
+            shift_s = new_start[task_ev] - ms
+            order_e = np.argsort(me, kind="stable")
+            me_sorted = me[order_e]
+            shift_e = (new_end[task_ev] - me)[order_e]
+            os_ = t.start[other_ev]
+            oe = os_ + t.dur[other_ev]
+            k = np.minimum(np.searchsorted(ms, os_, side="left"), len(ms) - 1)  # next task on the lane
+            k2 = np.maximum(np.searchsorted(me_sorted, oe, side="right") - 1, 0)  # last task ended by then
+            s_new = os_ + shift_s[k]
+            e_new = np.maximum(oe + shift_e[k2], s_new)
+            new_start[other_ev] = s_new
+            new_end[other_ev] = e_new
+    p = dataclasses.replace(t, start=new_start, dur=np.maximum(new_end - new_start, 0), warnings=[])
+    p.iterations = _iterations(p)
+    return p
+
+
+def _compare(
+    graph: ExecutionGraph,
+    measured: RankTrace,
+    predicted: RankTrace,
+    start: np.ndarray,
+    end: np.ndarray,
+    with_paths: bool,
+) -> RankResult:
+    mw = iteration_windows(measured)
+    pw = iteration_windows(predicted)
+    ms, me, mc = activity(measured)
+    ps, pe, pc = activity(predicted)
+    iterations = []
+    for a, b in zip(mw, pw):
+        iterations.append(
+            IterationResult(
+                a.name, a, b, breakdown(ms, me, mc, a.start, a.end), breakdown(ps, pe, pc, b.start, b.end)
+            )
+        )
+    lo = min(w.start for w in mw) if mw else 0
+    hi = max(w.end for w in mw) if mw else 0
+    gpu_m = np.isin(measured.kind, _ACTIVITY)
+    gpu_p = np.isin(predicted.kind, _ACTIVITY)
+    busy_m = coverage(measured.start[gpu_m], measured.end[gpu_m], lo, max(hi, lo + 1), 1_000_000)
+    plo = min(w.start for w in pw) if pw else 0
+    phi = max(w.end for w in pw) if pw else 0
+    busy_p = coverage(predicted.start[gpu_p], predicted.end[gpu_p], plo, max(phi, plo + 1), 1_000_000)
+    result = RankResult(measured.rank, iterations, busy_m, busy_p)
+    if with_paths:
+        for w in pw:
+            result.critical_paths[w.name] = critical_path(graph, start, end, measured.rank, w)
+    return result
+
+
+def _category(graph: ExecutionGraph, v: int) -> str:
+    t = graph.node_type[v]
+    if t == NodeType.CPU:
+        return "cpu"
+    if graph.arrive_of[v] >= 0:
+        return "gpu_communication"
+    r = graph.job.rank(int(graph.rank[v]))
+    e = int(graph.event[v])
+    if e >= 0 and np.any(r.collectives.event == e):
+        return "gpu_communication"
+    return "gpu_compute"
+
+
+def critical_path(
+    graph: ExecutionGraph, start: np.ndarray, end: np.ndarray, rank: int, window: Window
+) -> CriticalPath:
+    """Walk back from the last task of ``rank`` that ends in ``window`` along the dependencies that
+    set each start (or a blocking call's end), until the window's start. Time on the path is split
+    into task time by category and dependency lags by edge kind."""
+    mine = np.flatnonzero(
+        (graph.rank == rank) & (graph.node_type <= NodeType.GPU) & (end <= window.end) & (end > window.start)
+    )
+    if len(mine) == 0:
+        return CriticalPath([], 0, {})
+    v = int(mine[np.argmax(end[mine])])
+    t_end = int(end[v])
+    nodes: list[int] = []
+    cats: dict[str, int] = {}
+    guard = 0
+    while v >= 0 and guard < 1_000_000:
+        guard += 1
+        nodes.append(v)
+        u, kind = binding_end_predecessor(graph, start, end, v)
+        if u >= 0:  # a blocking call that ended when the GPU work it waited for ended
+            cats["waiting (sync)"] = cats.get("waiting (sync)", 0) + int(end[v] - max(end[u], start[v]))
+            cats[_category(graph, v)] = cats.get(_category(graph, v), 0) + int(
+                max(end[u], start[v]) - start[v]
+            )
+            v = u
+            continue
+        if graph.node_type[v] != NodeType.JOIN:
+            cats[_category(graph, v)] = cats.get(_category(graph, v), 0) + int(end[v] - start[v])
+        if start[v] <= window.start:
+            break
+        u, kind = binding_predecessor(graph, start, end, v)
+        if u < 0:
+            break
+        ref = end[u] if bool(_edge_from_end(graph, u, v)) else start[u]
+        gap = int(start[v] - ref)
+        if gap:
+            label = EdgeKind(kind).name.lower()
+            cats[f"lag: {label}"] = cats.get(f"lag: {label}", 0) + gap
+        v = u
+    first = nodes[-1]
+    length = t_end - max(int(start[first]), window.start)
+    return CriticalPath(nodes[::-1], length, cats)
+
+
+def _edge_from_end(graph: ExecutionGraph, u: int, v: int) -> bool:
+    a, b = int(graph.sp_ptr[v]), int(graph.sp_ptr[v + 1])
+    for j in range(a, b):
+        if graph.sp_src[j] == u:
+            return bool(graph.sp_from_end[j])
+    return True
+
+
+def check_replayable(job: Job) -> None:
+    """Clear errors for jobs that cannot be replayed at all."""
+    if not any(len(t) for t in job.ranks):
+        raise GraphError(f"{job.path}: the traces contain no events")

@@ -1,0 +1,2 @@
+"""Stage 5, sweeps: many what-ifs over a grid of knobs (``grid``), one estimate per point (``point``),
+run by a local process pool or Ray (``engines``, ``run``), with resumable CSV results (``results``)."""

@@ -1,0 +1,125 @@
+"""One configuration of a sweep: :func:`estimate_point` -> :class:`GridRow`.
+
+:func:`estimate_point` is the task every sweep engine runs (the process pool and Ray alike), a pure
+function of (loaded job, its execution graph, the baseline, the changes). Its numbers are those of
+``lumos estimate --json`` for the same changes; a configuration that cannot be estimated becomes a
+*skipped* row with the reason instead of an error.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from lumos_core.errors import Cancelled, LumosError
+from lumos_core.graph.build import ExecutionGraph
+from lumos_core.progress import Progress, no_progress
+from lumos_core.replay.breakdown import Breakdown
+from lumos_core.trace.model import Job
+from lumos_core.whatif.config import Baseline, JobConfig, problems
+from lumos_core.whatif.estimate import estimate
+from lumos_core.whatif.knobs import format_changes
+
+OK = "ok"
+SKIPPED = "skipped"
+
+TOKENS_UNKNOWN = (
+    "tokens/s unknown: the trace records no micro-batch size and sequence length "
+    "(give them with --baseline-micro-batch and --baseline-seq)"
+)
+
+
+@dataclass
+class GridRow:
+    """What a sweep learns about one configuration (plain data: it travels back from workers)."""
+
+    changes: dict[str, Any]
+    world_size: int
+    status: str  # OK or SKIPPED
+    iteration_us: float = math.nan
+    breakdown: Breakdown | None = None
+    change_pct: float = math.nan  # vs the replayed baseline
+    tokens_per_s_per_gpu: float = math.nan
+    note: str = ""  # why it was skipped, or why tokens/s is unknown
+    seconds: float = 0.0  # estimate time (not written to results files: it varies run to run)
+    notes: list[str] = field(default_factory=list)  # the estimate's own notes
+
+    @property
+    def ok(self) -> bool:
+        return self.status == OK
+
+    @property
+    def key(self) -> str:
+        return point_key(self.changes)
+
+    def same_numbers(self, other: GridRow) -> bool:
+        """Equal configuration and results (NaN equal to NaN); run times left out."""
+
+        def eq(a: float, b: float) -> bool:
+            return (math.isnan(a) and math.isnan(b)) or a == b
+
+        return (
+            self.changes == other.changes
+            and self.world_size == other.world_size
+            and self.status == other.status
+            and eq(self.iteration_us, other.iteration_us)
+            and self.breakdown == other.breakdown
+            and eq(self.change_pct, other.change_pct)
+            and eq(self.tokens_per_s_per_gpu, other.tokens_per_s_per_gpu)
+            and self.note == other.note
+        )
+
+
+def point_key(changes: dict[str, Any]) -> str:
+    """The text that names a configuration in a results file (``dp=16,gpu=A100``)."""
+    return format_changes(changes) or "baseline"
+
+
+def tokens_per_iteration(config: JobConfig) -> int | None:
+    """micro-batch x seq x microbatches x DP, when the micro-batch size and sequence length are known."""
+    if config.micro_batch is None or config.seq is None:
+        return None
+    return config.micro_batch * config.seq * config.microbatches * config.dp
+
+
+def skipped_row(baseline: Baseline, changes: dict[str, Any], reason: str) -> GridRow:
+    config = baseline.config.with_changes(**changes)
+    return GridRow(dict(changes), config.world_size, SKIPPED, note=reason)
+
+
+def estimate_point(
+    job: Job,
+    graph: ExecutionGraph,
+    baseline: Baseline,
+    changes: dict[str, Any],
+    progress: Progress = no_progress,
+) -> GridRow:
+    """Estimate ``changes`` (see the module docstring). Cancelled still propagates."""
+    config = baseline.config.with_changes(**changes)
+    found = problems(config, baseline)
+    if found:
+        return skipped_row(baseline, changes, "; ".join(found))
+    try:
+        r = estimate(job, config, baseline=baseline, graph=graph, progress=progress)
+    except Cancelled:
+        raise
+    except LumosError as exc:  # valid on paper, but this trace cannot support it (e.g. no layers)
+        return skipped_row(baseline, changes, str(exc))
+    pred, rep = r.predicted.iteration_us, r.replayed.iteration_us
+    tokens = tokens_per_iteration(config)
+    per_gpu = math.nan
+    if tokens is not None and pred > 0:
+        per_gpu = tokens / (pred / 1e6) / r.world_size
+    return GridRow(
+        changes=dict(changes),
+        world_size=r.world_size,
+        status=OK,
+        iteration_us=pred,
+        breakdown=r.predicted.breakdown,
+        change_pct=100.0 * (pred / rep - 1) if rep else 0.0,
+        tokens_per_s_per_gpu=per_gpu,
+        note="" if tokens is not None else TOKENS_UNKNOWN,
+        seconds=r.seconds,
+        notes=list(r.notes),
+    )

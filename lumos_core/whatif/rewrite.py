@@ -1,0 +1,715 @@
+"""Rebuild the execution graph for a new pipeline degree, microbatch count or number of layers
+(paper §3.4: "group the tasks by layers and partition the original layers and their underlying
+tasks into new stages", "update the pipeline schedule", "insert communication tasks").
+
+The traced iteration is cut into *templates*: the tasks of one layer's forward or backward of one
+microbatch, of the embedding, of the head and loss, of the iteration's prologue and optimizer step
+(:mod:`lumos_core.whatif.segments`). Each new pipeline stage gets a *program*: its layers' templates in the
+order of the schedule (:mod:`lumos_core.whatif.schedules`, 1F1B or GPipe), copied with their own
+dependencies (launches, event waits, syncs, collectives) and measured lags, chained in the new
+order on every thread and stream, plus new send/recv tasks between stages. A dependency that
+crossed template boundaries in the trace is reconnected to the most recent copy of its source.
+One representative rank per stage is simulated: tensor- and data-parallel peers run the same
+program. Gradient synchronisation runs once per iteration, with the last microbatch.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from lumos_core.errors import ConfigError
+from lumos_core.graph.build import NO_ANCHOR, EdgeKind, ExecutionGraph, NodeType, _csr, _kahn
+from lumos_core.perf import costs
+from lumos_core.perf.hardware import get_gpu
+from lumos_core.trace.model import CollectiveKind, Job, LaneRole, RankTrace
+from lumos_core.whatif.baseline import _process_groups, group_roles
+from lumos_core.whatif.config import Baseline, JobConfig
+from lumos_core.whatif.schedules import pipeline_steps
+from lumos_core.whatif.segments import Phase, segment_rank
+
+Key = tuple[int, int, int, int]  # (source stage, phase, layer, source microbatch)
+_P2P_LAUNCH_NS = 20_000  # CPU cost of issuing a send/recv (Megatron's p2p call), when not traced
+_PP_STREAM = 9001  # stream id of the synthetic pipeline send/recv stream
+_HANDOFF_NS = 10_000  # one thread resuming after another (Python -> autograd engine and back)
+_LAST_CPU = -1  # key of the program's latest CPU node in the per-processor "last" map
+_GLOO_LATENCY = 100e-6  # s per gloo all-reduce over loopback TCP
+_GLOO_BANDWIDTH = 1.5e9  # B/s a gloo ring sustains on one host (loopback, CPU-driven)
+
+
+@dataclass
+class Template:
+    key: Key
+    rank: int  # source rank
+    nodes: np.ndarray  # source graph nodes, in (processor, measured start) order
+
+
+@dataclass
+class Builder:
+    """Columns of the rewritten graph while it is assembled."""
+
+    rank: list[int] = field(default_factory=list)  # source rank (re-timing reads source events)
+    event: list[int] = field(default_factory=list)  # source event, -1 for nodes the rewrite creates
+    new_rank: list[int] = field(default_factory=list)
+    node_type: list[int] = field(default_factory=list)
+    proc: list[int] = field(default_factory=list)
+    dur: list[int] = field(default_factory=list)
+    instance: list[int] = field(default_factory=list)
+    arrive_of: list[int] = field(default_factory=list)
+    extra: list[str] = field(default_factory=list)  # what a created node is ("send", "recv", "")
+    sp: list[tuple[int, int, int, bool, int]] = field(default_factory=list)  # src, dst, lag, from_end, kind
+    ep: list[tuple[int, int, int, bool, int]] = field(default_factory=list)
+    procs: list[tuple[int, int]] = field(default_factory=list)  # (new rank, new lane)
+    proc_ids: dict[tuple[int, int], int] = field(default_factory=dict)
+
+    def add(
+        self,
+        src_rank: int,
+        src_event: int,
+        new_rank: int,
+        node_type: int,
+        proc: int,
+        dur: int,
+        inst: int,
+        extra: str = "",
+    ) -> int:
+        self.rank.append(src_rank)
+        self.event.append(src_event)
+        self.new_rank.append(new_rank)
+        self.node_type.append(node_type)
+        self.proc.append(proc)
+        self.dur.append(max(int(dur), 0))
+        self.instance.append(inst)
+        self.arrive_of.append(-1)
+        self.extra.append(extra)
+        return len(self.dur) - 1
+
+    def proc_id(self, new_rank: int, lane: int) -> int:
+        key = (new_rank, lane)
+        pid = self.proc_ids.get(key)
+        if pid is None:
+            pid = self.proc_ids[key] = len(self.procs)
+            self.procs.append(key)
+        return pid
+
+
+@dataclass
+class Rewritten:
+    """The rewritten graph and what turns its simulation into timelines."""
+
+    graph: ExecutionGraph
+    new_rank: np.ndarray  # per node
+    instance: np.ndarray  # per node
+    extra: list[str]  # per node
+    represents: dict[int, list[int]]
+    lanes: dict[int, list[tuple[int, int]]]  # new rank -> (source rank, source lane) per new lane
+    iterations: dict[int, list[int]]  # new rank -> first instance of each iteration
+    instance_info: list[tuple[int, int, Key]]  # instance -> (new rank, iteration, source key)
+    stage_of: dict[int, int]  # new rank -> stage
+
+
+def build_rewritten(
+    job: Job, graph: ExecutionGraph, baseline: Baseline, config: JobConfig, notes: list[str]
+) -> Rewritten:
+    """The graph of ``config``'s pipeline (see the module docstring)."""
+    base = baseline.config
+    if base.layers is None:
+        raise ConfigError("the number of layers in the trace is unknown: give it with --baseline-layers N")
+    if config.tp != base.tp and base.tp == 1:
+        raise ConfigError(
+            "adding tensor parallelism to a trace recorded without it needs per-layer TP "
+            "collectives, which the trace does not have: start from a trace with TP > 1"
+        )
+    L0, L1 = base.layers, config.layers or base.layers
+    P0, P1, M1 = base.pp, config.pp, config.microbatches
+    if L0 % P0:
+        raise ConfigError(f"the trace's {L0} layers do not split evenly over its {P0} stages")
+    lps0 = L0 // P0
+    by_rank = {t.rank: t for t in job.ranks}
+    stage_of_src = _stage_of_ranks(job, base)
+    reps = {
+        s: min(r for r, st in stage_of_src.items() if st == s) for s in sorted(set(stage_of_src.values()))
+    }
+    if len(reps) < P0:
+        raise ConfigError(
+            f"the trace holds {len(reps)} of its {P0} pipeline stages: every stage's rank file is needed"
+        )
+    segs = {s: segment_rank(by_rank[r]) for s, r in reps.items()}
+    m_src = {s: max(seg.n_microbatches, 1) for s, seg in segs.items()}
+    templates, tpl_of = _templates(graph, reps, segs)
+    roles, _ = group_roles(job)
+    dp_nodes = _dp_collective_nodes(graph, by_rank, roles)
+    blocking = _p2p_blocks_cpu(graph, by_rank)
+
+    b = Builder()
+    gpu = get_gpu(config.gpu)
+    cpu_only = not any((t.kind == 4).any() for t in by_rank.values())
+    h, f = base.hidden, base.ffn
+    layer_params = float(4 * h * h + 2 * h * f) if h and f else 1.0
+    vocab = baseline.fields["vocab"].value if "vocab" in baseline.fields else None
+    nonlayer_params = float(2 * vocab * h) if vocab and h else 0.0
+    # A trace without data parallelism has no gradient synchronisation to copy: add one all-reduce
+    # of the gradients per iteration (fp32 on CPU, bf16 on GPU).
+    grad_sync_bytes = 0.0
+    if base.dp == 1 and config.dp > 1 and not dp_nodes:
+        if not (h and f):
+            raise ConfigError(
+                "adding data parallelism to a trace without it needs the model size to size the "
+                "gradient all-reduce: give --baseline-hidden and --baseline-ffn"
+            )
+        grad_sync_bytes = (L1 * layer_params + nonlayer_params) * (4 if cpu_only else 2)
+    act_bytes = _activation_bytes(base, config)
+    inter = config.tp * config.dp >= gpu.gpus_per_node
+    p2p_ns = int(costs.collective_time(CollectiveKind.SEND, act_bytes, 2, gpu, inter_node=inter) * 1e9)
+    n_iter = min(3, max(len(by_rank[reps[0]].iterations), 1))
+    new_rank_of = {s: s * config.tp * config.dp for s in range(P1)}
+    lanes: dict[int, list[tuple[int, int]]] = {}
+    iterations: dict[int, list[int]] = {}
+    instance_info: list[tuple[int, int, Key]] = []
+    pairs: dict[tuple[str, int, int, int], dict[str, int]] = defaultdict(dict)
+
+    for s in range(P1):
+        nr = new_rank_of[s]
+        layer_ids = list(range(s * L1 // P1, (s + 1) * L1 // P1))
+        src_layers = [min(lid * L0 // L1, L0 - 1) for lid in layer_ids]
+        home = min(src_layers[0] // lps0, P0 - 1)  # source stage for the prologue/step templates
+        lanes[nr] = []
+        lane_key: dict[tuple[int, int], int] = {}
+
+        def lane_of(src_rank: int, src_lane: int, nr: int = nr, lane_key: dict = lane_key) -> int:
+            key = _lane_signature(by_rank[src_rank], src_lane, roles) if src_rank >= 0 else (1, -1)
+            idx = lane_key.get(key)
+            if idx is None:
+                idx = lane_key[key] = len(lanes[nr])
+                lanes[nr].append((src_rank, src_lane))
+            return b.proc_id(nr, idx)
+
+        home_rank = reps[home]
+        for ln in by_rank[home_rank].lanes:  # the home rank's lanes first, in their order
+            lane_of(home_rank, ln.index)
+        main_proc = lane_of(home_rank, _lane_with_role(by_rank[home_rank], LaneRole.CPU_MAIN))
+        compute_proc = lane_of(home_rank, _lane_with_role(by_rank[home_rank], LaneRole.COMPUTE))
+        last: dict[int, int] = {}
+        emitted: dict[Key, int] = {}
+        copies: dict[int, dict[int, int]] = {}
+        iterations[nr] = []
+        for it in range(n_iter):
+            iterations[nr].append(len(instance_info))
+            src_stage_layers = lps0
+            step_scale = (len(layer_ids) * layer_params + nonlayer_params / P1) / (
+                src_stage_layers * layer_params + nonlayer_params / P0
+            )
+            sync = (
+                grad_sync_bytes
+                * (len(layer_ids) * layer_params + nonlayer_params / P1)
+                / max(L1 * layer_params + nonlayer_params, 1)
+            )
+            for item in _program(
+                s, P1, M1, config.schedule, layer_ids, src_layers, lps0, P0, m_src, home, step_scale, sync
+            ):
+                if item[0] == "grad_sync":
+                    _emit_grad_sync(
+                        b, nr, main_proc, lane_of(-2, -2), compute_proc, item[1], config, cpu_only, last
+                    )
+                    continue
+                if item[0] == "p2p":
+                    arrives = _emit_p2p_group(
+                        b,
+                        nr,
+                        main_proc,
+                        lane_of(-1, -1),
+                        compute_proc,
+                        [x[0] for x in item[1]],
+                        p2p_ns,
+                        last,
+                        blocking,
+                    )
+                    for (op, peer, payload, m), arrive in zip(item[1], arrives):
+                        boundary = s if peer == "next" else s - 1
+                        pairs[(payload, m, it, boundary)][op] = arrive
+                    continue
+                key, drop_dp, scale = item
+                tpl = templates.get(key)
+                if tpl is None:
+                    continue
+                inst = len(instance_info)
+                instance_info.append((nr, it, key))
+                copies[inst] = _emit(
+                    b,
+                    graph,
+                    tpl,
+                    nr,
+                    inst,
+                    lane_of,
+                    last,
+                    emitted,
+                    copies,
+                    tpl_of,
+                    dp_nodes if drop_dp else None,
+                    scale,
+                    cpu_only,
+                )
+                emitted[key] = inst
+    for ends in pairs.values():
+        if "send" in ends and "recv" in ends:
+            _join(b, [ends["send"], ends["recv"]])
+    _close_unpaired(b)  # a transfer whose peer is not in the job waits for no one
+    g = _finish(job, b)
+    represents = {
+        nr: sorted(nr + t + config.tp * d for d in range(config.dp) for t in range(config.tp))
+        for nr in new_rank_of.values()
+    }
+    if P1 != P0 or base.microbatches != M1:
+        notes.append(
+            f"pipeline rebuilt: {P1} stage(s) x {L1 // P1} layers, {M1} microbatches, {config.schedule}; "
+            f"send/recv of {act_bytes / 2**20:.1f} MiB per microbatch ({p2p_ns / 1000:.0f} µs, alpha-beta)"
+        )
+    if L1 != L0:
+        notes.append(
+            f"{L1} layers built from the trace's {L0}: layer templates "
+            f"{'duplicated' if L1 > L0 else 'removed'}"
+        )
+    return Rewritten(
+        graph=g,
+        new_rank=np.asarray(b.new_rank),
+        instance=np.asarray(b.instance),
+        extra=b.extra,
+        represents=represents,
+        lanes=lanes,
+        iterations=iterations,
+        instance_info=instance_info,
+        stage_of={v: k for k, v in new_rank_of.items()},
+    )
+
+
+# ------------------------------------------------------------------------------------------ program
+
+
+def _program(
+    s: int,
+    P: int,
+    M: int,
+    schedule: str,
+    layer_ids: list[int],
+    src_layers: list[int],
+    lps0: int,
+    P0: int,
+    m_src: dict[int, int],
+    home: int,
+    step_scale: float = 1.0,
+    grad_sync_bytes: float = 0.0,
+) -> list[tuple]:
+    """Items of one iteration of stage ``s``: ((source key), drop_dp, scale) or ("p2p", ...)."""
+    items: list[tuple] = [((home, Phase.PROLOGUE, -1, -1), False, 1.0)]
+    first_src, last_src = 0, P0 - 1
+
+    def src_mb(stage: int, last_mb: bool) -> int:
+        # The last microbatch's backward carries the gradient sync; forward templates are alike.
+        return m_src.get(stage, 1) - 1 if last_mb else 0
+
+    for step in pipeline_steps(schedule, s, P, M):
+        if step.phase == "P2P":
+            items.append(("p2p", [(x.op, x.peer, x.payload, x.microbatch) for x in step.transfers]))
+            continue
+        last_mb = step.microbatch == M - 1
+        if step.phase == "F":
+            if s == 0:
+                items.append(((first_src, Phase.PRE_F, -1, 0), False, 1.0))
+            for src in src_layers:
+                items.append(((min(src // lps0, P0 - 1), Phase.F, src, 0), False, 1.0))
+            if s == P - 1:
+                items.append(((last_src, Phase.MID, -1, 0), False, 1.0))
+        else:
+            for src in reversed(src_layers):
+                st = min(src // lps0, P0 - 1)
+                items.append(((st, Phase.B, src, src_mb(st, last_mb)), not last_mb, 1.0))
+            if s == 0:
+                items.append(((first_src, Phase.POST_B, -1, src_mb(first_src, last_mb)), not last_mb, 1.0))
+    # The optimizer works on the parameters the stage holds.
+    if grad_sync_bytes:
+        items.append(("grad_sync", grad_sync_bytes))
+    items.append(((home, Phase.STEP, -1, -1), False, step_scale))
+    return items
+
+
+# ------------------------------------------------------------------------------------------ templates
+
+
+def _stage_of_ranks(job: Job, base: JobConfig) -> dict[int, int]:
+    """Pipeline stage of every traced rank (its position in its pipeline group)."""
+    if base.pp <= 1:
+        return {t.rank: 0 for t in job.ranks}
+    roles, _ = group_roles(job)
+    groups = _process_groups(job)
+    out: dict[int, int] = {}
+    for name, role in roles.items():
+        if role == "pp" and name in groups:
+            for i, r in enumerate(groups[name]["ranks"]):
+                out[r] = i
+    present = {t.rank for t in job.ranks}
+    for r in present:
+        out.setdefault(r, (r // (base.tp * base.dp)) % base.pp)
+    return {r: s for r, s in out.items() if r in present}
+
+
+def _templates(
+    graph: ExecutionGraph, reps: dict[int, int], segs: dict
+) -> tuple[dict[Key, Template], dict[int, Key]]:
+    """Nodes of each (stage, phase, layer, microbatch) of the chosen iteration; node -> its key."""
+    out: dict[Key, Template] = {}
+    tpl_of: dict[int, Key] = {}
+    for s, r in reps.items():
+        seg = segs[s]
+        nodes = np.flatnonzero((graph.rank == r) & (graph.event >= 0))
+        ev = graph.event[nodes]
+        ph = seg.phase[ev].astype(np.int64)
+        keep = (ph >= 0) & (ph != Phase.P2P)
+        nodes, ev, ph = nodes[keep], ev[keep], ph[keep]
+        lay = seg.layer[ev].astype(np.int64)
+        mb = seg.mb[ev].astype(np.int64)
+        per_iter = np.isin(ph, [Phase.PROLOGUE, Phase.STEP])
+        lay[per_iter] = -1
+        mb[per_iter] = -1
+        order = np.lexsort((graph.measured_start[nodes], graph.proc[nodes]))
+        nodes, ph, lay, mb = nodes[order], ph[order], lay[order], mb[order]
+        code = (ph * 4096 + lay + 1) * 4096 + mb + 1
+        for c in np.unique(code).tolist():
+            sel = nodes[code == c]
+            key = (s, c // 4096 // 4096, (c // 4096) % 4096 - 1, c % 4096 - 1)
+            out[key] = Template(key, r, sel)
+            for v in sel.tolist():
+                tpl_of[v] = key
+    return out, tpl_of
+
+
+def _p2p_blocks_cpu(graph: ExecutionGraph, by_rank: dict[int, RankTrace]) -> bool:
+    """Did the traced job make the CPU wait for its pipeline transfers (a synchronize on them)?"""
+    p2p_kinds = (CollectiveKind.SEND, CollectiveKind.RECV, CollectiveKind.SEND_RECV)
+    sync_src = graph.ep_src[graph.ep_kind == EdgeKind.SYNC]
+    for v in np.unique(sync_src).tolist():
+        t = by_rank.get(int(graph.rank[v]))
+        e = int(graph.event[v])
+        if t is None or e < 0:
+            continue
+        rows = np.flatnonzero(t.collectives.event == e)
+        if len(rows) and t.collectives.kind[rows[0]] in p2p_kinds:
+            return True
+    return False
+
+
+def _dp_collective_nodes(
+    graph: ExecutionGraph, by_rank: dict[int, RankTrace], roles: dict[str, str]
+) -> set[int]:
+    """Graph nodes of gradient-synchronisation collectives (data-parallel or whole-world groups)."""
+    out: set[int] = set()
+    for r, t in by_rank.items():
+        c = t.collectives
+        if len(c) == 0:
+            continue
+        rows = {int(e): i for i, e in enumerate(c.event.tolist())}
+        sel = np.flatnonzero((graph.rank == r) & (graph.event >= 0))
+        for v in sel.tolist():
+            row = rows.get(int(graph.event[v]))
+            if row is None:
+                continue
+            pg = int(c.pg[row])
+            if (roles.get(t.strings[pg], "dp") if pg >= 0 else "dp") in ("dp", "world"):
+                out.add(v)
+    return out
+
+
+def _lane_signature(t: RankTrace, lane: int, roles: dict[str, str]) -> tuple[int, int]:
+    """Which lane of a new rank a source lane maps to: (is GPU, role and what its collectives serve)."""
+    ln = t.lanes[lane]
+    if ln.is_gpu:
+        c = t.collectives
+        on_lane = c.pg[t.lane[c.event] == lane]
+        kinds = {roles.get(t.strings[int(p)], "dp") for p in on_lane.tolist() if p >= 0}
+        return (
+            1,
+            int(ln.role) * 100 + sum(1 << i for i, k in enumerate(("tp", "dp", "pp", "world")) if k in kinds),
+        )
+    return (0, int(ln.role) * 100000 + (0 if ln.role <= LaneRole.CPU_AUTOGRAD else ln.tid % 99991))
+
+
+def _lane_with_role(t: RankTrace, role: LaneRole) -> int:
+    for ln in t.lanes:
+        if ln.role == role:
+            return ln.index
+    return next((ln.index for ln in t.lanes if ln.is_gpu == role.is_gpu), 0)
+
+
+# ------------------------------------------------------------------------------------------ emitting
+
+
+def _chain(b: Builder, node: int, lag: int, last: dict) -> None:
+    """Program order: ``node`` runs after what its processor ran last (and after any transfer its
+    stream was told to wait for)."""
+    proc = b.proc[node]
+    prev = last.get(proc)
+    if prev is not None:
+        kind = EdgeKind.CPU_THREAD if b.node_type[node] == NodeType.CPU else EdgeKind.STREAM
+        b.sp.append((prev, node, lag, True, int(kind)))
+    for src in last.pop(("wait", proc), ()):
+        b.sp.append((src, node, 0, True, int(EdgeKind.EVENT_WAIT)))
+    last[proc] = node
+
+
+def _emit(
+    b: Builder,
+    graph: ExecutionGraph,
+    tpl: Template,
+    nr: int,
+    inst: int,
+    lane_of,
+    last: dict[int, int],
+    emitted: dict[Key, int],
+    copies: dict[int, dict[int, int]],
+    tpl_of: dict[int, Key],
+    drop: set[int] | None,
+    scale: float,
+    cpu_only: bool = False,
+) -> dict[int, int]:
+    """Copy a template: its nodes, internal dependencies and measured lags; chain it after what each
+    processor ran last; reconnect dependencies on other templates to their latest copies."""
+    nodes = (
+        tpl.nodes if drop is None else np.asarray([v for v in tpl.nodes.tolist() if v not in drop], np.int64)
+    )
+    copy: dict[int, int] = {}
+    for v in nodes.tolist():
+        typ = int(graph.node_type[v])
+        rank, lane = graph.procs[int(graph.proc[v])]
+        d = int(graph.dur[v])
+        if (
+            scale != 1.0
+            and graph.arrive_of[v] < 0
+            and (typ == NodeType.GPU or (cpu_only and typ == NodeType.CPU))
+        ):
+            d = int(round(d * scale))
+        copy[v] = b.add(tpl.rank, int(graph.event[v]), nr, typ, lane_of(rank, lane), d, inst)
+        if graph.arrive_of[v] >= 0 and int(graph.arrive_of[v]) in copy:
+            b.arrive_of[copy[v]] = copy[int(graph.arrive_of[v])]
+    # The training loop is sequential from Python's point of view: a template's CPU work starts after
+    # the previous template's, even on another thread (the main thread blocks in backward(); the
+    # autograd thread starts when it is called).
+    cpu_nodes = [v for v in nodes.tolist() if graph.node_type[v] == NodeType.CPU]
+    if cpu_nodes:
+        first = min(cpu_nodes, key=lambda v: int(graph.measured_start[v]))
+        prev = last.get(_LAST_CPU)
+        if prev is not None and b.proc[prev] != b.proc[copy[first]]:
+            b.sp.append((prev, copy[first], _HANDOFF_NS, True, int(EdgeKind.CPU_CROSS)))
+    for v in nodes.tolist():
+        nv = copy[v]
+        chained = False
+        for j in range(int(graph.sp_ptr[v]), int(graph.sp_ptr[v + 1])):
+            u = int(graph.sp_src[j])
+            kind, lag, fe = int(graph.sp_kind[j]), int(graph.sp_lag[j]), bool(graph.sp_from_end[j])
+            if graph.node_type[u] == NodeType.JOIN:  # this rank stands for its peers: arrive -> transfer
+                a = int(graph.arrive_of[v])
+                if a in copy:
+                    b.sp.append((copy[a], nv, 0, True, kind))
+                    chained = True
+                continue
+            same_proc = kind in (EdgeKind.CPU_THREAD, EdgeKind.STREAM) and graph.proc[u] == graph.proc[v]
+            if u in copy:
+                if cpu_only and scale != 1.0 and kind == EdgeKind.CPU_THREAD:
+                    lag = int(round(lag * scale))  # CPU-only: operators work between their children
+                b.sp.append((copy[u], nv, lag, fe, kind))
+                chained |= same_proc
+            elif not same_proc:
+                src = _latest(u, emitted, copies, tpl_of, tpl.key)
+                if src is not None:
+                    b.sp.append((src, nv, lag, fe, kind))
+        if chained:
+            for src in last.pop(("wait", b.proc[nv]), ()):
+                b.sp.append((src, nv, 0, True, int(EdgeKind.EVENT_WAIT)))
+            last[b.proc[nv]] = nv
+        else:
+            _chain(b, nv, _own_chain_lag(graph, v), last)
+        for j in range(int(graph.ep_ptr[v]), int(graph.ep_ptr[v + 1])):
+            u = int(graph.ep_src[j])
+            src = copy.get(u, _latest(u, emitted, copies, tpl_of, tpl.key))
+            if src is not None:
+                b.ep.append(
+                    (src, nv, int(graph.ep_lag[j]), bool(graph.ep_from_end[j]), int(graph.ep_kind[j]))
+                )
+    if cpu_nodes:
+        last[_LAST_CPU] = copy[max(cpu_nodes, key=lambda v: int(graph.measured_end[v]))]
+    return copy
+
+
+def _latest(
+    u: int, emitted: dict[Key, int], copies: dict[int, dict[int, int]], tpl_of: dict[int, Key], current: Key
+) -> int | None:
+    """The copy of source node ``u`` in the most recent instance of its template (never a later one)."""
+    key = tpl_of.get(u)
+    if key is None or key == current:
+        return None
+    inst = emitted.get(key)
+    if inst is None:
+        return None
+    return copies[inst].get(u)
+
+
+def _own_chain_lag(graph: ExecutionGraph, v: int) -> int:
+    """``v``'s measured same-processor lag (the CPU time before it on its thread), else 0."""
+    for j in range(int(graph.sp_ptr[v]), int(graph.sp_ptr[v + 1])):
+        u = int(graph.sp_src[j])
+        if graph.sp_kind[j] in (EdgeKind.CPU_THREAD, EdgeKind.STREAM) and graph.proc[u] == graph.proc[v]:
+            return max(int(graph.sp_lag[j]), 0)
+    return 0
+
+
+def _emit_p2p_group(
+    b: Builder,
+    nr: int,
+    cpu_proc: int,
+    gpu_proc: int,
+    compute_proc: int,
+    ops: list[str],
+    ns: int,
+    last: dict,
+    blocking: bool,
+) -> list[int]:
+    """A group of sends/recvs issued together (Megatron's batched p2p): one CPU call per transfer,
+    each kernel on the pipeline stream as arrive -> (join with the peer) -> transfer. Like every
+    NCCL operation in PyTorch it first waits for the compute stream's latest work; the compute
+    stream's next work waits for what was received. When the traced job made the CPU wait for its
+    transfers (a synchronize after them), a CPU wait follows the group too."""
+    arrives = []
+    xfers = []
+    for i, op in enumerate(ops):
+        cpu = b.add(-1, -1, nr, NodeType.CPU, cpu_proc, _P2P_LAUNCH_NS, -1, op)
+        _chain(b, cpu, 0, last)
+        prev = last.get(_LAST_CPU)
+        if i == 0 and prev is not None and b.proc[prev] != cpu_proc:
+            b.sp.append((prev, cpu, _HANDOFF_NS, True, int(EdgeKind.CPU_CROSS)))
+        last[_LAST_CPU] = cpu
+        arrive = b.add(-1, -1, nr, NodeType.ARRIVE, gpu_proc, 0, -1, op)
+        b.sp.append((cpu, arrive, 1_000, True, int(EdgeKind.LAUNCH)))
+        _chain(b, arrive, 0, last)
+        if compute_proc in last:  # PyTorch makes the NCCL stream wait for the current stream first
+            b.sp.append((last[compute_proc], arrive, 0, True, int(EdgeKind.EVENT_WAIT)))
+        xfer = b.add(-1, -1, nr, NodeType.GPU, gpu_proc, ns, -1, op)
+        b.arrive_of[xfer] = arrive
+        last[gpu_proc] = xfer
+        arrives.append(arrive)
+        xfers.append(xfer)
+        if op == "recv":
+            last.setdefault(("wait", compute_proc), []).append(xfer)
+    if blocking:
+        wait = b.add(-1, -1, nr, NodeType.CPU, cpu_proc, 2_000, -1, "wait")
+        _chain(b, wait, 0, last)
+        last[_LAST_CPU] = wait
+        for xfer in xfers:
+            b.ep.append((xfer, wait, 2_000, True, int(EdgeKind.SYNC)))
+    return arrives
+
+
+def _emit_grad_sync(
+    b: Builder,
+    nr: int,
+    cpu_proc: int,
+    gpu_proc: int,
+    compute_proc: int,
+    nbytes: float,
+    config: JobConfig,
+    cpu_only: bool,
+    last: dict,
+) -> None:
+    """The gradient all-reduce a data-parallel job adds after its last backward (DDP waits for it
+    before the optimizer step). On GPU: NCCL on its own stream, alpha-beta on NVLink or the network;
+    on CPU: gloo over TCP, which the CPU itself drives."""
+    n = config.dp
+    if cpu_only:
+        seconds = _GLOO_LATENCY + nbytes * 2 * (n - 1) / n / _GLOO_BANDWIDTH
+        cpu = b.add(-1, -1, nr, NodeType.CPU, cpu_proc, int(seconds * 1e9), -1, "allreduce")
+        _chain(b, cpu, 0, last)
+        last[_LAST_CPU] = cpu
+        return
+    gpu = get_gpu(config.gpu)
+    inter = n * config.tp * config.pp > gpu.gpus_per_node
+    seconds = costs.collective_time(CollectiveKind.ALL_REDUCE, nbytes, n, gpu, inter_node=inter)
+    cpu = b.add(-1, -1, nr, NodeType.CPU, cpu_proc, _P2P_LAUNCH_NS, -1, "allreduce")
+    _chain(b, cpu, 0, last)
+    xfer = b.add(-1, -1, nr, NodeType.GPU, gpu_proc, int(seconds * 1e9), -1, "allreduce")
+    b.sp.append((cpu, xfer, 1_000, True, int(EdgeKind.LAUNCH)))
+    if compute_proc in last:  # it reduces the gradients the compute stream produced
+        b.sp.append((last[compute_proc], xfer, 0, True, int(EdgeKind.EVENT_WAIT)))
+    _chain(b, xfer, 0, last)
+    wait = b.add(-1, -1, nr, NodeType.CPU, cpu_proc, 2_000, -1, "wait")
+    _chain(b, wait, 0, last)
+    b.ep.append((xfer, wait, 2_000, True, int(EdgeKind.SYNC)))
+    last[_LAST_CPU] = wait
+
+
+def _join(b: Builder, arrives: list[int]) -> None:
+    """A send and its receive start moving data when both sides have arrived."""
+    join = b.add(-1, -1, b.new_rank[arrives[0]], NodeType.JOIN, -1, 0, -1, "join")
+    for a in arrives:
+        b.sp.append((a, join, 0, True, int(EdgeKind.P2P)))
+        b.sp.append((join, a + 1, 0, False, int(EdgeKind.P2P)))  # the transfer follows its arrive node
+        b.extra[a] = b.extra[a] + "+joined"
+
+
+def _close_unpaired(b: Builder) -> None:
+    for a in range(len(b.dur)):
+        if b.node_type[a] == NodeType.ARRIVE and b.extra[a] in ("send", "recv"):
+            b.sp.append((a, a + 1, 0, True, int(EdgeKind.P2P)))
+
+
+def _activation_bytes(base: JobConfig, config: JobConfig) -> float:
+    """Bytes a pipeline stage sends per microbatch: micro-batch x seq x hidden in bf16."""
+    mb = config.micro_batch or base.micro_batch or 1
+    seq = config.seq or base.seq or 2048
+    h = config.hidden or base.hidden or 4096
+    return float(mb * seq * h * 2)
+
+
+def _finish(job: Job, b: Builder) -> ExecutionGraph:
+    n = len(b.dur)
+    sp = np.asarray(b.sp, dtype=np.int64).reshape(-1, 5)
+    ep = np.asarray(b.ep, dtype=np.int64).reshape(-1, 5)
+    sp_ptr, (s_src, s_lag, s_end, s_kind) = _csr(
+        n, sp[:, 1], sp[:, 0], sp[:, 2], sp[:, 3].astype(bool), sp[:, 4].astype(np.int8)
+    )
+    ep_ptr, (e_src, e_lag, e_end, e_kind) = _csr(
+        n, ep[:, 1], ep[:, 0], ep[:, 2], ep[:, 3].astype(bool), ep[:, 4].astype(np.int8)
+    )
+    dst = np.repeat(np.arange(n), np.diff(sp_ptr))
+    edst = np.repeat(np.arange(n), np.diff(ep_ptr))
+    # No measured times exist for the new arrangement: the order comes from the graph itself.
+    order = _kahn(
+        n, np.concatenate([s_src, e_src]), np.concatenate([dst, edst]), np.arange(n, dtype=np.int64)
+    )
+    anchor = np.full(n, NO_ANCHOR, np.int64)
+    anchor[np.diff(sp_ptr) == 0] = 0
+    zeros = np.zeros(n, np.int64)
+    return ExecutionGraph(
+        job=job,
+        rank=np.asarray(b.rank, np.int32),
+        event=np.asarray(b.event, np.int32),
+        node_type=np.asarray(b.node_type, np.int8),
+        proc=np.asarray(b.proc, np.int32),
+        dur=np.asarray(b.dur, np.int64),
+        anchor=anchor,
+        measured_start=zeros,
+        measured_end=zeros,
+        sp_ptr=sp_ptr,
+        sp_src=s_src.astype(np.int32),
+        sp_lag=s_lag,
+        sp_from_end=s_end,
+        sp_kind=s_kind,
+        ep_ptr=ep_ptr,
+        ep_src=e_src.astype(np.int32),
+        ep_lag=e_lag,
+        ep_from_end=e_end,
+        ep_kind=e_kind,
+        order=order,
+        procs=list(b.procs),
+        arrive_of=np.asarray(b.arrive_of, np.int32),
+        rank_nodes={},
+        notes=[],
+    )
