@@ -1,4 +1,4 @@
-"""The headless command line: ``lumos inspect|replay|estimate|synth|sweep``.
+"""The headless command line: ``lumos inspect|replay|estimate|sweep|comm|synth``.
 
 Each subcommand lives in ``lumos_core/commands/<name>.py`` and provides ``add_arguments(parser)``
 and ``run(args) -> int``. Errors that Lumos raises on purpose (:class:`LumosError`) are printed as
@@ -20,6 +20,7 @@ COMMANDS: dict[str, str] = {
     "replay": "replay the execution graph and compare with the measured iterations",
     "estimate": "predict a configuration that was never run (DP/TP/PP, microbatches, model size, GPU)",
     "sweep": "estimate every configuration of a grid of knobs (local process pool or Ray), resumable CSV",
+    "comm": "predict one NCCL collective's time, algorithm and protocol on a given cluster",
     "synth": "generate a SYNTHETIC Megatron-style trace folder (demos, tests, scale benchmarks)",
 }
 

@@ -1,0 +1,167 @@
+"""The parameters of the collective model: per-link bandwidth ceilings, per-step latencies, and the
+corrections fitted to a trace. A :class:`CommParams` is plain, frozen, picklable data, so a
+calibration (``lumos calibrate``, or a trace's own collectives) can be stored and reused.
+
+Where the numbers come from:
+
+* Bandwidth ceilings are line rates from the vendor datasheets (:mod:`lumos_core.perf.hardware`)
+  times the efficiencies NCCL maintainers quote for them (``../shared/ground-truth/nccl``): a ring
+  over NVLink reaches ~370 of H100's 450 GB/s (0.82); NVLink SHARP (NVLS) moves ~275 GB/s of
+  algorithm bandwidth on 8 GPUs, i.e. 0.686 of the line rate per GPU once the n/(n+1) share of
+  traffic that goes back through the switch is taken out; a 400 Gb/s NIC carries 46-48 of its
+  50 GB/s (0.94).
+* Per-step latencies (µs) follow the structure of NCCL's tuner (``src/graph/tuning.cc``): a base
+  latency per (algorithm, protocol) and a per-hop latency per link class and protocol. The values
+  are of the same order as NCCL's tables; they are modelling defaults, not measurements.
+* ``ll_max_busbw_gbps``: the bus bandwidth the LL protocol saturates at (its flag polling limits
+  it), per GPU generation, of the order NCCL's tuner assumes (Volta ~39, Ampere ~88, Hopper ~141).
+* ``ramp_bytes``: the Simple protocol moves data in large pipelined chunks (~512 KiB per channel
+  and step, 16+ channels), so its bandwidth only approaches the ceiling for messages well above
+  channels x chunk. NCCL corrects its own tree model for the same mid-size dip with a table
+  (``treeCorrectionFactor``); here efficiency = 1 / (1 + sqrt(ramp_bytes / size)), one smooth
+  curve whose single size is fitted to the published DGX H100 all-reduce sweep.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, replace
+
+from lumos_core.perf.hardware import GpuProfile, get_gpu
+
+__all__ = [
+    "ALGORITHMS",
+    "PROTOCOLS",
+    "CommParams",
+    "params_for_gpu",
+]
+
+ALGORITHMS = ("ring", "tree", "nvls", "nvls_tree", "pat", "p2p")
+PROTOCOLS = ("LL", "LL128", "Simple")
+
+# Base latency (µs) per algorithm and protocol: launch and set-up paid once per collective.
+BASE_LATENCY_US: dict[str, dict[str, float]] = {
+    "ring": {"LL": 6.6, "LL128": 14.0, "Simple": 8.4},
+    "tree": {"LL": 6.8, "LL128": 14.0, "Simple": 8.4},
+    "nvls": {"Simple": 0.0},
+    "nvls_tree": {"Simple": 0.0},
+    "pat": {"Simple": 8.4},
+    "p2p": {"LL": 6.6, "Simple": 8.4},
+}
+# Latency (µs) per hop over NVLink inside a node, by algorithm and protocol. NVLS pays one
+# switch round trip, which NCCL also models as one large constant.
+NVLINK_HOP_US: dict[str, dict[str, float]] = {
+    "ring": {"LL": 0.6, "LL128": 1.9, "Simple": 3.4},
+    "tree": {"LL": 0.6, "LL128": 1.25, "Simple": 4.0},
+    "nvls": {"Simple": 25.0},
+    "nvls_tree": {"Simple": 25.0},
+    "pat": {"Simple": 3.4},
+    "p2p": {"LL": 0.6, "Simple": 3.4},
+}
+# Latency (µs) per hop across the network.
+NETWORK_HOP_US: dict[str, dict[str, float]] = {
+    "ring": {"LL": 2.7, "LL128": 4.0, "Simple": 14.0},
+    "tree": {"LL": 5.0, "LL128": 8.5, "Simple": 14.0},
+    "nvls": {"Simple": 18.0},
+    "nvls_tree": {"Simple": 14.0},
+    "pat": {"Simple": 14.0},
+    "p2p": {"LL": 2.7, "Simple": 14.0},
+}
+# A hop inside a node of a ring that also crosses nodes costs at least the proxy's network
+# overhead (~1 µs, three round trips for Simple's flushes).
+NET_OVERHEAD_US = {"LL": 1.0, "LL128": 1.0, "Simple": 3.0}
+
+# LL's bus-bandwidth ceiling (GB/s) by compute capability major: flag polling, not links, limits it.
+_LL_MAX_BUSBW = {7: 39.0, 8: 87.7, 9: 141.0, 10: 141.0}
+
+
+@dataclass(frozen=True, slots=True)
+class CommParams:
+    """Everything the collective model needs about one system; bandwidths in GB/s (1e9 B/s).
+
+    The ``*_scale`` fields are the corrections a calibration fitted (1.0: the profile as is);
+    ``source_intra``/``source_inter`` say where the scope's numbers come from.
+    """
+
+    gpu: str
+    gpus_per_node: int
+    nvlink_gbps: float  # per GPU, per direction, line rate
+    network_gbps: float  # per NIC, line rate
+    nics_per_node: int
+    nvls: bool  # NVSwitch with NVLink SHARP (Hopper and later HGX/DGX systems)
+    ring_efficiency: float = 0.82
+    nvls_efficiency: float = 0.686
+    network_efficiency: float = 0.94
+    ll_max_busbw_gbps: float = 141.0
+    ramp_bytes: float = 7.0e6
+    latency_scale_intra: float = 1.0
+    bandwidth_scale_intra: float = 1.0
+    latency_scale_inter: float = 1.0
+    bandwidth_scale_inter: float = 1.0
+    source_intra: str = "profile"
+    source_inter: str = "profile"
+
+    # ----------------------------------------------------------------- link ceilings (B/s)
+
+    def ring_busbw(self, nodes: int, per_node: int) -> float:
+        """Simple-protocol ring bus bandwidth: NVLink inside a node; across nodes the ring's
+        traffic leaves each node through as many NICs as the group has GPUs there."""
+        intra = self.nvlink_gbps * 1e9 * self.ring_efficiency * self.bandwidth_scale_intra
+        if nodes <= 1:
+            return intra
+        return min(intra, self.node_network_bw(per_node))
+
+    def node_network_bw(self, per_node: int) -> float:
+        """Bytes/s one node's share of a group can push across the network."""
+        nics = max(1, min(per_node, self.nics_per_node))
+        return nics * self.network_gbps * 1e9 * self.network_efficiency * self.bandwidth_scale_inter
+
+    def gpu_network_bw(self, per_node: int) -> float:
+        """Bytes/s one GPU can push across the network when ``per_node`` GPUs share the NICs."""
+        return self.node_network_bw(per_node) / max(per_node, 1)
+
+    def nvls_bw(self) -> float:
+        """Per-GPU NVLS throughput before the n/(n+1) share (B/s)."""
+        return self.nvlink_gbps * 1e9 * self.nvls_efficiency * self.bandwidth_scale_intra
+
+    def p2p_bw(self) -> float:
+        return self.nvlink_gbps * 1e9 * self.ring_efficiency * self.bandwidth_scale_intra
+
+    def ll_max_bw(self) -> float:
+        return self.ll_max_busbw_gbps * 1e9 * self.bandwidth_scale_intra
+
+    def latency_scale(self, nodes: int) -> float:
+        return self.latency_scale_inter if nodes > 1 else self.latency_scale_intra
+
+    def with_links(
+        self,
+        *,
+        gpus_per_node: int | None = None,
+        nvlink_gbps: float | None = None,
+        network_gbps: float | None = None,
+    ) -> CommParams:
+        """The same system with other links (``lumos comm --nvlink-gbps``, a what-if's cluster)."""
+        gpn = gpus_per_node or self.gpus_per_node
+        return replace(
+            self,
+            gpus_per_node=gpn,
+            nics_per_node=gpn if gpus_per_node else self.nics_per_node,
+            nvlink_gbps=nvlink_gbps or self.nvlink_gbps,
+            network_gbps=network_gbps or self.network_gbps,
+        )
+
+    def as_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+def params_for_gpu(gpu: GpuProfile | str | None = None) -> CommParams:
+    """The uncalibrated parameters of a GPU profile's system (DGX/HGX: one NIC per GPU)."""
+    g = get_gpu(gpu)
+    return CommParams(
+        gpu=g.name,
+        gpus_per_node=g.gpus_per_node,
+        nvlink_gbps=g.nvlink_bandwidth / 1e9,
+        network_gbps=g.network_bandwidth / 1e9,
+        nics_per_node=g.gpus_per_node,
+        nvls=g.compute_capability[0] >= 9,
+        ll_max_busbw_gbps=_LL_MAX_BUSBW.get(g.compute_capability[0], 87.7),
+    )
