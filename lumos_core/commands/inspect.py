@@ -13,7 +13,9 @@ from lumos_core.trace.loader import load_job
 
 DESCRIPTION = """Summarise a folder of per-rank PyTorch profiler traces (or one trace file):
 per rank the device, world size, event counts, streams with their roles, threads, iterations
-(ProfilerStep#N) and the clock offset applied to align the ranks on their collectives."""
+(ProfilerStep#N), the clock offset applied to align the ranks on their collectives, and memory
+(peak allocated/reserved per rank and iteration, top allocating operators) where the trace has
+the profiler's memory records (profile_memory=True)."""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

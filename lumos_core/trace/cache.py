@@ -21,6 +21,7 @@ import numpy as np
 import orjson
 import platformdirs
 
+from lumos_core.trace.memory import MEMORY_COLUMNS, MemoryRecords
 from lumos_core.trace.model import COLLECTIVE_COLUMNS, Collectives, Iteration, Lane, LaneRole, RankTrace
 
 # Bump when the parsed representation changes: old entries are then simply never looked up.
@@ -77,6 +78,8 @@ def save(rank: RankTrace, path: Path, root: Path | None = None) -> None:
         arrays: dict[str, Any] = {name: getattr(rank, name) for name in _ARRAYS}
         for col in COLLECTIVE_COLUMNS:
             arrays[f"coll_{col}"] = getattr(rank.collectives, col)
+        for col in MEMORY_COLUMNS:
+            arrays[f"mem_{col}"] = getattr(rank.memory, col)
         for name, arr in arrays.items():
             np.save(tmp / f"{name}.npy", np.ascontiguousarray(arr), allow_pickle=False)
         meta = {
@@ -129,6 +132,9 @@ def load(path: Path, root: Path | None = None) -> RankTrace | None:
                 else np.load(f, allow_pickle=False)
             )
         coll = Collectives(**{c: arrays.pop(f"coll_{c}") for c in COLLECTIVE_COLUMNS})
+        # An entry written before memory records were kept has no mem_* columns: the KeyError
+        # below makes it count as corrupt, so it is deleted and the file parsed again.
+        memory = MemoryRecords(**{c: arrays.pop(f"mem_{c}") for c in MEMORY_COLUMNS})
         lanes = [
             Lane(index=i, is_gpu=bool(g), pid=p, tid=t, name=n, role=LaneRole(r), device=d, stream=s)
             for i, g, p, t, n, r, d, s in meta["lanes"]
@@ -145,9 +151,11 @@ def load(path: Path, root: Path | None = None) -> RankTrace | None:
             metadata=meta["metadata"],
             raw_shift_ns=int(meta["raw_shift_ns"]),
             warnings=list(meta["warnings"]),
+            memory=memory,
             **{k: arrays[k] for k in _ARRAYS},
         )
         _check_shapes(rank)
+        memory.check()
         return rank
     except Exception:  # any failure to read an entry means: rebuild it
         shutil.rmtree(target, ignore_errors=True)

@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from lumos_core.trace.memory_summary import format_memory_report, memory_report
 from lumos_core.trace.model import Job, Kind, RankTrace
 
 _ACTIVITY = [Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET]
@@ -92,6 +93,7 @@ def inspect_job(job: Job) -> dict[str, Any]:
         "skipped": [{"file": s.file, "reason": s.reason} for s in job.skipped],
         "collective_instances": {**match.summary(), "method": match.method} if match is not None else None,
         "clock_alignment": job.alignment,
+        "memory": memory_report(job),
         "origin_ns": job.origin_ns,
         "warnings": list(job.warnings),
     }
@@ -147,6 +149,9 @@ def format_inspect(report: dict[str, Any]) -> str:
             f"  clock offset {r['clock_offset_us']:.1f} µs applied (estimated {est:.1f} µs, "
             f"residual {res:.1f} µs)"
         )
+    if report.get("memory"):
+        lines.append("")
+        lines.extend(format_memory_report(report["memory"]))
     if report["skipped"]:
         lines.append("")
         for s in report["skipped"]:

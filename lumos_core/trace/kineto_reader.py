@@ -28,6 +28,7 @@ import orjson
 from lumos_core.errors import TraceError
 from lumos_core.trace.json_stream import EventStream, NotStreamable
 from lumos_core.trace.kineto_schema import CATEGORY_KIND, FLOW_CATEGORY, GPU_LANE_KINDS
+from lumos_core.trace.memory import MEMORY_EVENT_NAME, MemoryColumns
 from lumos_core.trace.model import Collectives, Kind, Lane, RankTrace
 from lumos_core.trace.rank_analysis import analyse_rank
 
@@ -315,6 +316,7 @@ class _Columns:
         self.i_name: list[int] = []
         self.i_ts: list[Any] = []
         self.thread_names: dict[tuple[Any, Any], str] = {}
+        self.memory = MemoryColumns()
         self.bad_time = self.neg_dur = self.other_phase = self.malformed = 0
 
     def add(self, events: list[Any]) -> None:
@@ -436,7 +438,11 @@ class _Columns:
                             thread_names[key2] = name
                 elif ph == "i" or ph == "I":
                     ts = _as_number(e.get("ts"))
-                    if ts is not None:
+                    if ts is None:
+                        pass
+                    elif e.get("name") == MEMORY_EVENT_NAME:
+                        self.memory.add(ts, e)  # columns of their own, not instant markers
+                    else:
                         i_name.append(intern(e.get("name")))
                         i_ts.append(ts)
                 elif ph is not None:
@@ -574,6 +580,10 @@ class _Columns:
             warnings=warnings,
         )
         analyse_rank(rank, flow_lanes=[_flow_lane(k, p, lane_ids) for k, p in zip(f_lane, f_phase)])
+        rank.memory = self.memory.build(
+            base_us, lane_ids, rank.start, rank.dur, rank.lane, rank.lane_begin, rank.parent,
+            _MAX_SPAN_US, warnings,
+        )  # fmt: skip
         return rank
 
 

@@ -19,6 +19,8 @@ from typing import Any
 import numpy as np
 import orjson
 
+from lumos_core.trace.memory import MemoryRecords
+
 # More ranks than any job has: rank numbers and world sizes beyond it are corrupt metadata (ranks
 # are stored as int32 in the graph).
 MAX_RANKS = 1 << 24
@@ -240,6 +242,8 @@ class RankTrace:
     raw_shift_ns: int = 0  # raw profiler time (ns, incl. baseTimeNanoseconds) = start + raw_shift_ns
     clock_offset_ns: int = 0  # correction applied by clock alignment (already included in start)
     warnings: list[str] = field(default_factory=list)
+    # --- the profiler's memory records ([memory] events; empty without profile_memory=True) ---
+    memory: MemoryRecords = field(default_factory=MemoryRecords.empty)
 
     # ---- sizes and lookups ----
     def __len__(self) -> int:
@@ -311,6 +315,7 @@ class RankTrace:
         self.start += delta_ns
         self.flow_ts += delta_ns
         self.instant_ts += delta_ns
+        self.memory.ts += delta_ns
         for it in self.iterations:
             it.cpu_start += delta_ns
             it.cpu_end += delta_ns
