@@ -84,7 +84,7 @@ class SystemThemeFollower(QObject):
 
     def show_theme(self, theme: Theme) -> None:
         if theme is not self.window.theme:
-            self.window._apply_theme(theme)  # MainWindow's one place that re-themes every pane
+            self.window.apply_theme(theme)  # MainWindow's one place that re-themes every pane
         dark_action: QAction | None = getattr(self.window, "dark_action", None)
         if dark_action is not None:
             dark_action.setChecked(theme is THEMES["dark"])

@@ -576,7 +576,7 @@ class WhatIfWorkbench(QObject):
         try:
             session = load_session(path)
         except LumosError as exc:
-            self.window._show_error(str(exc))
+            self.window.show_error(str(exc))
             return False
         self._pending_session = session
         token = self.window.open_demo() if session.demo else self.window.open_path(session.trace_path or "")

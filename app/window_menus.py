@@ -1,0 +1,201 @@
+"""The main window's controls: status bar, toolbar (search, iterations, zoom) and menus, and what
+their simple entries do (search steps, CPU threads, theme).
+
+:class:`WindowMenus` is one part of :class:`~app.main_window.MainWindow`; the what-if workbench
+adds its own entries through its ``install_*`` methods.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from PySide6.QtCore import QTimer
+from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtWidgets import (
+    QComboBox,
+    QDockWidget,
+    QLabel,
+    QLineEdit,
+    QMenu,
+    QProgressBar,
+    QPushButton,
+    QStatusBar,
+    QToolBar,
+    QToolButton,
+)
+
+from app import settings
+from app.theme import DARK, LIGHT, Theme
+from app.timeline.timeline_view import TimelineView
+from app.whatif.workbench import WhatIfWorkbench
+from app.window_chrome import KEYS_HELP
+
+
+class WindowMenus:
+    """Status bar, toolbar and menus of the main window (see the module docstring)."""
+
+    theme: Theme
+    timeline: TimelineView
+    workbench: WhatIfWorkbench
+    summary_dock: QDockWidget
+    details_dock: QDockWidget
+
+    if TYPE_CHECKING:  # provided by the main window and its job-opening part
+
+        def statusBar(self) -> QStatusBar: ...
+        def addToolBar(self, toolbar: QToolBar) -> None: ...
+        def menuBar(self): ...  # type: ignore[no-untyped-def]
+        def close(self) -> bool: ...
+        def apply_theme(self, theme: Theme) -> None: ...
+        def ask_open_folder(self) -> None: ...
+        def ask_open_file(self) -> None: ...
+        def open_demo(self) -> int: ...
+        def cancel_load(self) -> None: ...
+        def show_files_tab(self) -> None: ...
+        def ask_export_view(self, fmt: str) -> None: ...
+        def ask_export_csv(self) -> None: ...
+
+    # ------------------------------------------------------------------ construction
+    def build_status_bar(self) -> None:
+        bar = self.statusBar()
+        self.status_label = QLabel("Open a trace folder to begin.")
+        self.hover_label = QLabel()
+        self.hover_label.setMinimumWidth(100)
+        self.progress = QProgressBar()
+        self.progress.setRange(0, 1000)
+        self.progress.setFixedWidth(220)
+        self.progress.setTextVisible(False)
+        self.cancel_button = QPushButton("Cancel")
+        self.cancel_button.clicked.connect(self.cancel_load)
+        self.warnings_button = QToolButton()
+        self.warnings_button.setAutoRaise(True)
+        self.warnings_button.clicked.connect(self.show_files_tab)
+        self.warnings_button.hide()
+        bar.addWidget(self.status_label)
+        bar.addWidget(self.warnings_button)
+        bar.addWidget(self.hover_label, 1)
+        bar.addPermanentWidget(self.progress)
+        bar.addPermanentWidget(self.cancel_button)
+        self.progress.hide()
+        self.cancel_button.hide()
+
+    def build_toolbar(self) -> None:
+        tb = QToolBar("Main")
+        tb.setObjectName("MainToolbar")
+        tb.setMovable(False)
+        self.addToolBar(tb)
+        open_action = QAction("Open Folder…", self)
+        open_action.triggered.connect(self.ask_open_folder)
+        tb.addAction(open_action)
+        tb.addSeparator()
+        self.search_box = QLineEdit()
+        self.search_box.setPlaceholderText("Search tasks in all ranks (Enter: next)")
+        self.search_box.setClearButtonEnabled(True)
+        self.search_box.setFixedWidth(320)
+        self._search_timer = QTimer(self)
+        self._search_timer.setSingleShot(True)
+        self._search_timer.setInterval(250)
+        self._search_timer.timeout.connect(self.run_search)
+        self.search_box.textChanged.connect(lambda _t: self._search_timer.start())
+        self.search_box.returnPressed.connect(lambda: self.step_search(1))
+        tb.addWidget(self.search_box)
+        prev_b = QToolButton()
+        prev_b.setText("◀")
+        prev_b.setToolTip("Previous match (P)")
+        prev_b.clicked.connect(lambda: self.step_search(-1))
+        next_b = QToolButton()
+        next_b.setText("▶")
+        next_b.setToolTip("Next match (N, Enter)")
+        next_b.clicked.connect(lambda: self.step_search(1))
+        tb.addWidget(prev_b)
+        tb.addWidget(next_b)
+        self.match_label = QLabel("")
+        self.match_label.setMinimumWidth(110)
+        self.match_label.setContentsMargins(6, 0, 6, 0)
+        tb.addWidget(self.match_label)
+        tb.addSeparator()
+        self.iteration_combo = QComboBox()
+        self.iteration_combo.setMinimumWidth(200)
+        self.iteration_combo.activated.connect(self._on_iteration_chosen)
+        tb.addWidget(self.iteration_combo)
+        reset = QAction("Reset Zoom", self)
+        reset.setToolTip("Show the whole job (0)")
+        reset.triggered.connect(self.timeline.reset_view)
+        tb.addAction(reset)
+        zoom_sel = QAction("Zoom to Selection", self)
+        zoom_sel.setToolTip("Zoom to the selected task or measured span (F)")
+        zoom_sel.triggered.connect(self.timeline.zoom_to_selection)
+        tb.addAction(zoom_sel)
+        self.workbench.install_toolbar(tb)
+
+    def build_menus(self) -> None:
+        mb = self.menuBar()
+        file_menu = mb.addMenu("&File")
+        self._add(file_menu, "&Open Folder…", self.ask_open_folder, QKeySequence.StandardKey.Open)
+        self._add(file_menu, "Open &File…", self.ask_open_file)
+        self._add(file_menu, "Open &Demo Job", self.open_demo)
+        self.recent_menu = file_menu.addMenu("Open &Recent")
+        self.workbench.install_file_menu(file_menu)
+        file_menu.addSeparator()
+        self._add(file_menu, "Export View as &PNG…", lambda: self.ask_export_view("png"))
+        self._add(file_menu, "Export View as &SVG…", lambda: self.ask_export_view("svg"))
+        self._add(file_menu, "Export Summaries as &CSV…", self.ask_export_csv)
+        file_menu.addSeparator()
+        self._add(file_menu, "&Quit", self.close, QKeySequence.StandardKey.Quit)
+
+        view = mb.addMenu("&View")
+        self._add(view, "Reset Zoom\t0", self.timeline.reset_view)
+        self._add(view, "Zoom to Selection\tF", self.timeline.zoom_to_selection)
+        self._add(view, "Next Iteration\t]", lambda: self.timeline.step_iteration(1))
+        self._add(view, "Previous Iteration\t[", lambda: self.timeline.step_iteration(-1))
+        view.addSeparator()
+        self._add(view, "Collapse All Ranks", lambda: self.timeline.set_all_ranks_collapsed(True))
+        self._add(view, "Expand All Ranks", lambda: self.timeline.set_all_ranks_collapsed(False))
+        self.cpu_action = self._add(view, "Show CPU Threads", self._toggle_cpu)
+        self.cpu_action.setCheckable(True)
+        view.addSeparator()
+        self.dark_action = self._add(view, "Dark Theme", self._toggle_theme)
+        self.dark_action.setCheckable(True)
+        self.dark_action.setChecked(self.theme.name == "dark")
+        view.addSeparator()
+        view.addAction(self.details_dock.toggleViewAction())
+        view.addAction(self.summary_dock.toggleViewAction())
+        self.workbench.install_menus(view, mb.addMenu("&What-if"))
+
+        help_menu = mb.addMenu("&Help")
+        self._add(help_menu, "Navigation Keys", lambda: self.status_label.setText(KEYS_HELP))
+
+    def _add(self, menu: QMenu, text: str, slot: Callable[[], object], shortcut=None) -> QAction:  # type: ignore[no-untyped-def]
+        action = QAction(text, self)
+        if shortcut is not None:
+            action.setShortcut(QKeySequence(shortcut))
+        action.triggered.connect(lambda _checked=False: slot())
+        menu.addAction(action)
+        return action
+
+    # ------------------------------------------------------------------ what the entries do
+    def run_search(self) -> int:
+        n = self.timeline.set_search(self.search_box.text())
+        self.match_label.setText(f"{n:,} match{'es' * (n != 1)}" if self.search_box.text().strip() else "")
+        return n
+
+    def step_search(self, delta: int) -> None:
+        if self._search_timer.isActive():
+            self._search_timer.stop()
+            self.run_search()
+        hit = self.timeline.step_match(delta)
+        if hit is not None:
+            self.match_label.setText(f"{self.timeline.match_index + 1:,} / {self.timeline.match_count:,}")
+
+    def _on_iteration_chosen(self, index: int) -> None:
+        if index > 0:
+            self.timeline.zoom_to_iteration(index - 1)
+
+    def _toggle_cpu(self) -> None:
+        self.timeline.set_all_cpu_expanded(self.cpu_action.isChecked())
+
+    def _toggle_theme(self) -> None:
+        theme = DARK if self.dark_action.isChecked() else LIGHT
+        settings.settings().setValue("view/theme", theme.name)
+        self.apply_theme(theme)
