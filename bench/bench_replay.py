@@ -23,7 +23,8 @@ import numpy as np
 from common import SHARED, shared_or_exit
 
 from lumos_core.errors import FolderError, LumosError
-from lumos_core.graph.build import ExecutionGraph, build_graph
+from lumos_core.graph.build import build_graph
+from lumos_core.graph.model import ExecutionGraph
 from lumos_core.replay.run import replay
 from lumos_core.replay.simulate import simulate
 from lumos_core.trace.loader import discover_trace_files, load_job

@@ -271,12 +271,12 @@ def test_a_trace_without_tasks_is_a_clear_error(tmp_path: Path) -> None:
 
 
 def test_cycles_are_reported_not_hung() -> None:
-    from lumos_core.graph.build import _kahn
+    from lumos_core.graph.order import kahn
 
     src = np.array([0, 1, 2])
     dst = np.array([1, 2, 1])
     with pytest.raises(GraphError, match="cycle"):
-        _kahn(3, src, dst, np.zeros(3, np.int64))
+        kahn(3, src, dst, np.zeros(3, np.int64))
 
 
 def test_scale_arguments_are_validated() -> None:

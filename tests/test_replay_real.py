@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from conftest import needs_shared, shared
 
-from lumos_core.graph.build import EdgeKind, NodeType
 from lumos_core.graph.export import critical_path_networkx, to_networkx
+from lumos_core.graph.model import EdgeKind, NodeType
 from lumos_core.replay.run import replay
 from lumos_core.trace.loader import load_job
 

@@ -30,7 +30,8 @@ from PySide6.QtCore import QObject, Signal
 from app.jobs import BackgroundTask
 from app.loaded_job import LoadedJob, infer_job_baseline
 from app.timeline.overlay_data import PredictedOverlay, build_overlay
-from lumos_core.graph.build import ExecutionGraph, build_graph
+from lumos_core.graph.build import build_graph
+from lumos_core.graph.model import ExecutionGraph
 from lumos_core.progress import Progress, scaled
 from lumos_core.replay.run import ReplayResult, replay
 from lumos_core.sweep.one_knob import SweepPoint, sweep

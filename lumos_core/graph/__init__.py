@@ -1,16 +1,12 @@
 """Stage 2, the execution graph: tasks (CPU ops, GPU kernels, collective parts) and their dependencies.
 
-``build.build_graph(job)`` makes an :class:`ExecutionGraph` from a loaded job; ``export`` turns it into
-networkx for analysis.
+``model`` holds the :class:`ExecutionGraph` type; ``build.build_graph(job)`` makes one from a loaded
+job (``nodes`` picks the tasks, ``edges`` infers the dependencies, one module per family,
+``calibrate`` fits the lags, ``order`` sorts the nodes); ``export`` turns it into networkx.
 """
 
-from lumos_core.graph.build import (
-    NO_ANCHOR,
-    EdgeKind,
-    ExecutionGraph,
-    NodeType,
-    build_graph,
-    typical_launch_latency,
-)
+from lumos_core.graph.build import build_graph
+from lumos_core.graph.edges.launch import typical_launch_latency
+from lumos_core.graph.model import NO_ANCHOR, EdgeKind, ExecutionGraph, NodeType
 
 __all__ = ["NO_ANCHOR", "EdgeKind", "ExecutionGraph", "NodeType", "build_graph", "typical_launch_latency"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import networkx as nx
 import numpy as np
 
-from lumos_core.graph.build import EdgeKind, ExecutionGraph, NodeType
+from lumos_core.graph.model import EdgeKind, ExecutionGraph, NodeType
 
 
 def to_networkx(graph: ExecutionGraph, max_nodes: int = 200_000) -> nx.DiGraph:

@@ -18,7 +18,8 @@ from typing import Any
 import numpy as np
 
 from lumos_core.errors import ConfigError, GraphError
-from lumos_core.graph.build import EdgeKind, ExecutionGraph, NodeType, build_graph
+from lumos_core.graph.build import build_graph
+from lumos_core.graph.model import EdgeKind, ExecutionGraph, NodeType
 from lumos_core.progress import Progress, no_progress, scaled
 from lumos_core.replay.breakdown import (
     ITERATION_DEFINITION,

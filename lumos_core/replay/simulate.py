@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from lumos_core.graph.build import ExecutionGraph
+from lumos_core.graph.model import ExecutionGraph
 
 
 def simulate(

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from lumos_core.errors import LumosError
-from lumos_core.graph.build import ExecutionGraph
+from lumos_core.graph.model import ExecutionGraph
 from lumos_core.sweep.point import GridRow, estimate_point
 from lumos_core.trace.model import Job
 from lumos_core.whatif.config import Baseline

@@ -13,7 +13,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from lumos_core.graph.build import ExecutionGraph, build_graph
+from lumos_core.graph.build import build_graph
+from lumos_core.graph.model import ExecutionGraph
 from lumos_core.progress import Progress, no_progress, scaled
 from lumos_core.replay.breakdown import Breakdown
 from lumos_core.sweep.point import estimate_point

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lumos_core.errors import Cancelled, LumosError
-from lumos_core.graph.build import ExecutionGraph
+from lumos_core.graph.model import ExecutionGraph
 from lumos_core.progress import Progress, no_progress
 from lumos_core.replay.breakdown import Breakdown
 from lumos_core.trace.model import Job

@@ -16,7 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from lumos_core.graph.build import ExecutionGraph, build_graph
+from lumos_core.graph.build import build_graph
+from lumos_core.graph.model import ExecutionGraph
 from lumos_core.progress import Progress, no_progress, scaled
 from lumos_core.sweep.engines import Engine, SweepContext
 from lumos_core.sweep.grid import Grid, invalid_reason

@@ -21,7 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from lumos_core.graph.build import ExecutionGraph, NodeType, build_graph
+from lumos_core.graph.build import build_graph
+from lumos_core.graph.model import ExecutionGraph, NodeType
 from lumos_core.perf import costs
 from lumos_core.perf.hardware import GpuProfile, get_gpu
 from lumos_core.progress import Progress, no_progress, scaled

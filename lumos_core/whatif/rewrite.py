@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from lumos_core.errors import ConfigError
-from lumos_core.graph.build import NO_ANCHOR, EdgeKind, ExecutionGraph, NodeType, _csr, _kahn
+from lumos_core.graph.model import NO_ANCHOR, EdgeKind, ExecutionGraph, NodeType
+from lumos_core.graph.order import csr, kahn
 from lumos_core.perf import costs
 from lumos_core.perf.hardware import get_gpu
 from lumos_core.trace.model import CollectiveKind, Job, LaneRole, RankTrace
@@ -672,18 +673,16 @@ def _finish(job: Job, b: Builder) -> ExecutionGraph:
     n = len(b.dur)
     sp = np.asarray(b.sp, dtype=np.int64).reshape(-1, 5)
     ep = np.asarray(b.ep, dtype=np.int64).reshape(-1, 5)
-    sp_ptr, (s_src, s_lag, s_end, s_kind) = _csr(
+    sp_ptr, (s_src, s_lag, s_end, s_kind) = csr(
         n, sp[:, 1], sp[:, 0], sp[:, 2], sp[:, 3].astype(bool), sp[:, 4].astype(np.int8)
     )
-    ep_ptr, (e_src, e_lag, e_end, e_kind) = _csr(
+    ep_ptr, (e_src, e_lag, e_end, e_kind) = csr(
         n, ep[:, 1], ep[:, 0], ep[:, 2], ep[:, 3].astype(bool), ep[:, 4].astype(np.int8)
     )
     dst = np.repeat(np.arange(n), np.diff(sp_ptr))
     edst = np.repeat(np.arange(n), np.diff(ep_ptr))
     # No measured times exist for the new arrangement: the order comes from the graph itself.
-    order = _kahn(
-        n, np.concatenate([s_src, e_src]), np.concatenate([dst, edst]), np.arange(n, dtype=np.int64)
-    )
+    order = kahn(n, np.concatenate([s_src, e_src]), np.concatenate([dst, edst]), np.arange(n, dtype=np.int64))
     anchor = np.full(n, NO_ANCHOR, np.int64)
     anchor[np.diff(sp_ptr) == 0] = 0
     zeros = np.zeros(n, np.int64)

@@ -12,7 +12,7 @@ from collections import defaultdict
 import numpy as np
 import orjson
 
-from lumos_core.graph.build import EdgeKind, ExecutionGraph, NodeType
+from lumos_core.graph.model import EdgeKind, ExecutionGraph, NodeType
 from lumos_core.trace.model import Collectives, Kind, Lane, LaneRole, RankTrace
 from lumos_core.trace.rank_analysis import analyse_rank
 from lumos_core.whatif.rewrite import _PP_STREAM, Rewritten

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from lumos_core.graph.build import EdgeKind, NodeType
+from lumos_core.graph.model import EdgeKind, NodeType
 from lumos_core.replay.breakdown import iteration_windows
 from lumos_core.replay.run import ReplayResult
 from lumos_core.replay.simulate import binding_end_predecessor, binding_predecessor

@@ -1,0 +1,73 @@
+"""Lag calibration: lags are calibrated so that replaying the unmodified graph reproduces the measured start of every
+task: an edge that would force a task later than it was measured is tightened, and a delay no edge
+explains (work outside the trace) is attached to the task's binding edge and counted
+(``unexplained_ns``) so the quality of the graph is visible.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from lumos_core.graph.model import NO_ANCHOR, NodeType
+
+BLOCKING_FLOOR_NS = 5_000  # what a synchronize costs when it does not have to wait
+
+
+def calibrate_start_lags(
+    node: dict[str, np.ndarray],
+    src: np.ndarray,
+    dst: np.ndarray,
+    lag: np.ndarray,
+    from_end: np.ndarray,
+    anchor: np.ndarray,
+    absorb: bool,
+) -> tuple[np.ndarray, int]:
+    """Make every task's dependencies reproduce its measured start (see the module docstring)."""
+    if len(src) == 0:
+        return lag, 0
+    t_src = np.where(from_end, node["me"][src], node["ms"][src])
+    bound = t_src + lag
+    target = node["ms"][dst]
+    # Too tight: the task started earlier than this edge allows (clock fuzz, a wrong inference).
+    lag = np.where(bound > target, lag - (bound - target), lag)
+    bound = t_src + lag
+    n = len(node["dur"])
+    best = np.full(n, np.iinfo(np.int64).min)
+    np.maximum.at(best, dst, bound)
+    # Too loose: nothing explains the start; attach the delay to the binding edge (the latest bound).
+    delay = np.where(best > np.iinfo(np.int64).min // 2, node["ms"] - best, 0)
+    delay = np.maximum(delay, 0)
+    delay[anchor != NO_ANCHOR] = 0
+    is_best = bound == best[dst]
+    first_best = np.zeros(len(src), bool)
+    cand = np.flatnonzero(is_best)
+    _, first = np.unique(dst[cand], return_index=True)
+    first_best[cand[first]] = True
+    if absorb:
+        lag = lag + np.where(first_best, delay[dst], 0)
+    gpu_like = node["type"] != NodeType.CPU
+    return lag, int(delay[gpu_like].sum())
+
+
+def calibrate_end_lags(
+    node: dict[str, np.ndarray], src: np.ndarray, dst: np.ndarray, lag: np.ndarray, from_end: np.ndarray
+) -> np.ndarray:
+    """A blocking call returns a few µs after what it waited for. For the dependency that was met
+    last (the binding one) that is the measured return latency, and the call's own duration shrinks
+    to a small floor, so it ends earlier when the GPU gets faster. Other dependencies, met before the
+    call started, get the typical return latency, never more than measured."""
+    if len(src) == 0:
+        return lag
+    me, ms = node["me"], node["ms"]
+    t_src = np.where(from_end, me[src], ms[src])
+    ret = me[dst] - t_src
+    latest = np.full(len(node["dur"]), np.iinfo(np.int64).min)
+    np.maximum.at(latest, dst, t_src)
+    binding = t_src == latest[dst]
+    blocked = binding & (t_src > ms[dst])  # not met when the call started: the call waited
+    typical = int(np.median(ret[blocked])) if blocked.any() else 5_000
+    typical = max(0, min(typical, 50_000))
+    lag = np.where(blocked, ret, np.minimum(ret, typical))
+    waited = np.unique(dst[blocked])
+    node["dur"][waited] = np.minimum(node["dur"][waited], BLOCKING_FLOOR_NS)
+    return lag

@@ -1,0 +1,134 @@
+"""``EVENT_WAIT``: cudaEventRecord on one stream -> cudaStreamWaitEvent on another."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from lumos_core.graph.edges.edge_list import RankContext
+from lumos_core.graph.model import EdgeKind
+from lumos_core.graph.nodes import QUEUED_GAP_NS, launches_by_stream, previous_end_on_stream
+from lumos_core.trace.kineto_schema import EVENT_RECORD_CALLS, STREAM_WAIT_CALLS
+from lumos_core.trace.model import Kind, RankTrace
+
+
+def add_event_waits(ctx: RankContext) -> None:
+    """cudaEventRecord on stream A, cudaStreamWaitEvent on stream B: B's next work waits for A's last.
+
+    With ``cuda_sync`` events the pairing is exact. Without them (most traces) the waiting stream is
+    the stream this thread launches on next, and the recorded work is found in one of two ways:
+    when the record call sits right next to the wait (same operator: ProcessGroupNCCL before a
+    collective) it is the last work launched on the most recently used other stream; when the record
+    is not visible (recorded earlier, elsewhere: ``work.wait()`` on a collective's end event) and the
+    waiting kernel started later than its launch and its stream explain, it is the work on another
+    stream, launched before the wait, that ended last before that kernel started.
+    """
+    t, rn, sp, notes, typical_latency = ctx.trace, ctx.nodes, ctx.start_deps, ctx.notes, ctx.launch_latency
+    waits = np.flatnonzero(
+        (t.kind == Kind.RUNTIME) & t.names_matching(lambda s: s in STREAM_WAIT_CALLS)[t.name]
+    )
+    if len(waits) == 0:
+        return
+    launch_nodes, launch_ts, launch_lane, stream_lane = launches_by_stream(t, rn)
+    if len(launch_nodes) == 0:
+        return
+    node_ev = rn.events[launch_nodes - rn.base]
+    act_start = t.start[node_ev]
+    act_end = act_start + t.dur[node_ev]
+    launch_of = t.launch[node_ev]
+    launch_end = t.start[launch_of] + t.dur[launch_of]
+    prev_end_on_stream = previous_end_on_stream(t, node_ev)
+    record_mask = t.names_matching(lambda s: s in EVENT_RECORD_CALLS)
+    exact = stream_wait_sync_events(t)
+    record_by_corr = {
+        int(t.correlation[i]): i for i in np.flatnonzero(record_mask[t.name] & (t.kind == Kind.RUNTIME))
+    }
+    srcs: list[int] = []
+    dsts: list[int] = []
+    lags: list[int] = []
+    inferred = 0
+    for w in waits.tolist():
+        ts = int(t.start[w])
+        after = int(np.searchsorted(launch_ts, ts, side="right"))
+        info = exact.get(int(t.correlation[w]))
+        src_idx = -1
+        if info is not None:
+            dest_lane, src_lane, rec_corr = info
+            if src_lane < 0:  # it waits on a stream that ran nothing in the trace: nothing to wait for
+                continue
+            rec = record_by_corr.get(rec_corr, -1)
+            if rec >= 0 and int(t.start[rec]) > ts:
+                rec = -1  # a wait cannot wait for a record issued after it (reused or corrupt id)
+            cut = after if rec < 0 else int(np.searchsorted(launch_ts, int(t.start[rec]), side="right"))
+            on_src = np.flatnonzero(stream_lane[:cut] == src_lane)
+            if len(on_src):
+                src_idx = int(on_src[-1])
+            on_dst = np.flatnonzero(stream_lane[after:] == dest_lane)
+            if len(on_dst) == 0:
+                continue
+            dst_idx = after + int(on_dst[0])
+        else:
+            inferred += 1
+            mine_after = np.flatnonzero(launch_lane[after:] == t.lane[w])
+            if len(mine_after) == 0:
+                continue
+            dst_idx = after + int(mine_after[0])
+            dest_lane = int(stream_lane[dst_idx])
+            rec = adjacent_record(t, w, record_mask)
+            if rec >= 0:
+                cut = int(np.searchsorted(launch_ts, int(t.start[rec]), side="right"))
+                others = np.flatnonzero(stream_lane[:cut] != dest_lane)
+                if len(others):
+                    src_lane = int(stream_lane[others[-1]])
+                    src_idx = int(np.flatnonzero(stream_lane[:cut] == src_lane)[-1])
+            explained = max(int(prev_end_on_stream[dst_idx]), int(launch_end[dst_idx]) + typical_latency)
+            if int(act_start[dst_idx]) - explained > QUEUED_GAP_NS:
+                # The kernel waited for something: the other-stream work that ended just before it.
+                cand = np.flatnonzero(
+                    (stream_lane[:after] != dest_lane) & (act_end[:after] <= act_start[dst_idx] + 2_000)
+                )
+                if len(cand):
+                    best = int(cand[np.argmax(act_end[cand])])
+                    if src_idx < 0 or act_end[best] > act_end[src_idx]:
+                        src_idx = best
+        if src_idx < 0 or stream_lane[src_idx] == stream_lane[dst_idx]:
+            continue
+        srcs.append(int(launch_nodes[src_idx]))
+        dsts.append(int(launch_nodes[dst_idx]))
+        # The GPU takes a few µs to see an event complete: keep that latency when it was measured.
+        lags.append(min(max(int(act_start[dst_idx] - act_end[src_idx]), 0), QUEUED_GAP_NS))
+    if inferred:
+        notes.append(f"inferred-waits {inferred} {len(waits)}")
+    sp.add(srcs, dsts, lags, True, EdgeKind.EVENT_WAIT)
+
+
+def adjacent_record(t: RankTrace, wait: int, record_mask: np.ndarray) -> int:
+    """The cudaEventRecord issued together with this wait (same operator, or just before it)."""
+    sl = t.lane_slice(int(t.lane[wait]))
+    lo = sl.start
+    i = wait - 1
+    ext = int(t.external_id[wait])
+    while i >= lo and int(t.start[wait]) - int(t.start[i]) < 200_000:
+        if t.kind[i] == Kind.RUNTIME:
+            if record_mask[t.name[i]]:
+                same_op = ext >= 0 and int(t.external_id[i]) == ext
+                close = int(t.start[wait]) - int(t.start[i] + t.dur[i]) < 20_000
+                return i if (same_op or close) else -1
+            if t.names_matching is not None and t.strings[int(t.name[i])] in STREAM_WAIT_CALLS:
+                return -1  # another wait in between: that record belonged to it
+        i -= 1
+    return -1
+
+
+def stream_wait_sync_events(t: RankTrace) -> dict[int, tuple[int, int, int]]:
+    """correlation of cudaStreamWaitEvent -> (waiting lane, recorded lane, record correlation)."""
+    out: dict[int, tuple[int, int, int]] = {}
+    lane_of_stream = {(ln.device, ln.stream): ln.index for ln in t.lanes if ln.is_gpu}
+    for i in np.flatnonzero(t.kind == Kind.CUDA_SYNC).tolist():
+        a = t.args_of(i)
+        if a.get("cuda_sync_kind") != "Stream Wait Event":
+            continue
+        dev = t.lanes[int(t.lane[i])].device
+        src = lane_of_stream.get((dev, a.get("wait_on_stream")), -1)
+        rec = a.get("wait_on_cuda_event_record_corr_id", -1)
+        out[int(t.correlation[i])] = (int(t.lane[i]), src, int(rec) if isinstance(rec, int) else -1)
+    return out

@@ -1,0 +1,100 @@
+"""Topological order of the graph's nodes (the replay processes them in it), the CSR layout of its
+edge lists, and the error that names the tasks of a cycle."""
+
+from __future__ import annotations
+
+import heapq
+
+import numpy as np
+
+from lumos_core.errors import GraphError
+from lumos_core.graph.model import NodeType
+from lumos_core.trace.model import Job
+
+
+def csr(n: int, dst: np.ndarray, *cols: np.ndarray) -> tuple[np.ndarray, tuple[np.ndarray, ...]]:
+    order = np.argsort(dst, kind="stable")
+    ptr = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(dst, minlength=n), out=ptr[1:])
+    return ptr, tuple(c[order] for c in cols)
+
+
+def topological_order(
+    node: dict[str, np.ndarray],
+    sp_ptr: np.ndarray,
+    sp_src: np.ndarray,
+    ep_ptr: np.ndarray,
+    ep_src: np.ndarray,
+) -> np.ndarray:
+    """Measured time is almost a topological order; verify it, and fall back to Kahn's algorithm."""
+    n = len(node["dur"])
+    key = node["ms"].astype(np.int64).copy()
+    has_end_dep = np.diff(ep_ptr) > 0
+    key[has_end_dep] = node["me"][has_end_dep]  # a blocking call is final when it ends
+    typ = node["type"]
+    # Ties: at equal times a collective's join comes after every other node (its arrivals included),
+    # then by id (chain order). A transfer starts with its join but sorts before it, so graphs with
+    # collectives usually fail the check below and take Kahn's algorithm, which orders them right.
+    tie = (typ == NodeType.JOIN).astype(np.int64)
+    order = np.lexsort((np.arange(n), tie, key))
+    pos = np.empty(n, np.int64)
+    pos[order] = np.arange(n)
+    s_dst = np.repeat(np.arange(n), np.diff(sp_ptr))
+    e_dst = np.repeat(np.arange(n), np.diff(ep_ptr))
+    bad = np.count_nonzero(pos[sp_src] >= pos[s_dst]) + np.count_nonzero(pos[ep_src] >= pos[e_dst])
+    if bad == 0:
+        return order.astype(np.int32)
+    return kahn(n, np.concatenate([sp_src, ep_src]), np.concatenate([s_dst, e_dst]), key)
+
+
+def kahn(n: int, src: np.ndarray, dst: np.ndarray, key: np.ndarray) -> np.ndarray:
+    """Topological order preferring earlier measured times; raises GraphError on a cycle."""
+    indeg = np.bincount(dst, minlength=n).astype(np.int64)
+    order_e = np.argsort(src, kind="stable")
+    s_sorted, d_sorted = src[order_e], dst[order_e]
+    ptr = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(s_sorted, minlength=n), out=ptr[1:])
+    succ = d_sorted.tolist()
+    ptr_l = ptr.tolist()
+    key_l = key.tolist()
+    deg = indeg.tolist()
+    heap = [(key_l[v], v) for v in np.flatnonzero(indeg == 0).tolist()]
+    heapq.heapify(heap)
+    out: list[int] = []
+    while heap:
+        _, v = heapq.heappop(heap)
+        out.append(v)
+        for j in range(ptr_l[v], ptr_l[v + 1]):
+            w = succ[j]
+            deg[w] -= 1
+            if deg[w] == 0:
+                heapq.heappush(heap, (key_l[w], w))
+    if len(out) < n:
+        stuck = [v for v in range(n) if deg[v] > 0][:5]
+        err = GraphError(
+            f"the execution graph has a cycle ({n - len(out)} tasks can never start, e.g. nodes "
+            f"{stuck}); a cudaStreamWaitEvent or sync was probably paired with the wrong work"
+        )
+        err.stuck = (n - len(out), stuck)  # type: ignore[attr-defined]
+        raise err
+    return np.asarray(out, np.int32)
+
+
+def cycle_message(job: Job, node: dict[str, np.ndarray], exc: GraphError) -> str:
+    """A cycle error naming the rank files and tasks involved (instead of node ids)."""
+    count, stuck = getattr(exc, "stuck", (0, []))
+    tasks, files = [], []
+    for v in stuck:
+        r, e = int(node["rank"][v]), int(node["event"][v])
+        if r < 0 or e < 0:  # a collective's join node
+            continue
+        t = job.rank(r)
+        tasks.append(f"{t.name_of(e)!r} (rank {r})")
+        files.append(t.file.rsplit("/", 1)[-1])
+    if not tasks:
+        return str(exc)
+    return (
+        f"{', '.join(dict.fromkeys(files))}: the execution graph has a cycle ({count} tasks can never "
+        f"start, e.g. {', '.join(tasks[:3])}); a cudaStreamWaitEvent or sync was probably paired "
+        "with the wrong work"
+    )
