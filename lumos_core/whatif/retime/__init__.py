@@ -1,0 +1,57 @@
+"""Re-time tasks for a new configuration: how long would this kernel (or CPU op) take?
+
+Each rule returns, per graph node, a duration ratio (new / measured) and records *why*: which
+model, from what. Ratios, not absolute model times, are applied to the measured durations, so the
+trace's own efficiency stays in every prediction and the models only say how it scales:
+
+* GEMM: FLOPs from the recorded shapes (``Input Dims`` of the op that launched the kernel, or of
+  the CPU op itself on CPU-only traces) with hidden/FFN/token sizes substituted; roofline
+  efficiency of the old and new shapes (:mod:`lumos_core.perf.costs`) so small GEMMs do not scale
+  linearly. Without shapes: the per-layer GEMM FLOPs formula.
+* attention: FLOPs ∝ micro-batch · seq² · hidden.
+* elementwise, normalisation, reductions, copies: bytes ∝ tokens · hidden.
+* collectives: the alpha-beta model of :mod:`lumos_core.perf.costs`, calibrated on the trace's own
+  collectives, at the new group size, message size and node span.
+* hardware: compute-bound work by the ratio of peak FLOP/s, memory-bound work by the ratio of
+  memory bandwidth, communication by link bandwidth.
+
+:func:`plan_retiming` (``planner``) applies every rule for one configuration change: ``compute``
+(GPU kernels for new shapes, added tensor parallelism), ``cpu_ops`` (CPU-only traces), ``comm``
+(collectives) and the hardware ratios of ``ratios``; ``families`` says which model a node gets and
+``plan`` holds the result. A new what-if knob that changes durations gets its rule here.
+"""
+
+from lumos_core.whatif.retime.comm import comm_model_from_trace
+from lumos_core.whatif.retime.families import family_of_nodes
+from lumos_core.whatif.retime.plan import RetimePlan, Retiming
+from lumos_core.whatif.retime.planner import plan_retiming
+from lumos_core.whatif.retime.ratios import (
+    collective_ratio,
+    dims_ratio,
+    gemm_flop_ratio,
+    gemm_ratio,
+    hardware_ratio,
+    layer_gemm_flops,
+    safe_ratio,
+    spans_nodes,
+    value_map,
+    width_map,
+)
+
+__all__ = [
+    "RetimePlan",
+    "Retiming",
+    "collective_ratio",
+    "comm_model_from_trace",
+    "dims_ratio",
+    "family_of_nodes",
+    "gemm_flop_ratio",
+    "gemm_ratio",
+    "hardware_ratio",
+    "layer_gemm_flops",
+    "plan_retiming",
+    "safe_ratio",
+    "spans_nodes",
+    "value_map",
+    "width_map",
+]
