@@ -1,7 +1,8 @@
 """``lumos`` entry point: engine subcommands run headless; anything else opens the desktop app.
 
 ``lumos inspect|replay|estimate|synth|sweep ...`` go to :mod:`lumos_core.cli` without importing Qt,
-so the command line works on machines without a display (or without PySide6 at all).
+so the command line works on machines without a display (or without PySide6 at all); ``lumos
+doctor`` (or ``--doctor``) reports the installation, also where Qt cannot start.
 """
 
 from __future__ import annotations
@@ -18,6 +19,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         from lumos_core.cli import main as cli_main
 
         return cli_main(args)
+    # the doctor needs no Qt to run (it reports a broken one), so it never reaches the launcher
+    if args and args[0] in ("doctor", "--doctor"):
+        from app.doctor import run_doctor
+
+        return run_doctor()
+    if args == ["--platform-probe"]:
+        from app.doctor import run_probe
+
+        return run_probe()
     from app.launch import run_app
 
     return run_app(args)

@@ -28,6 +28,7 @@ def _epilog() -> str:
     }
     lines = ["engine commands (headless, no window, no Qt needed):"]
     lines += [f"  lumos {name:<10} {help_text}" for name, help_text in engine.items()]
+    lines += [f"  lumos {'doctor':<10} versions, Qt platform check, cache: what to paste into a bug report"]
     lines += ["run `lumos COMMAND --help` for a command's options.", "", NAVIGATION_HELP]
     return "\n".join(lines)
 
@@ -64,6 +65,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="after loading, zoom to the N-th profiled iteration (1 = first)",
     )
     parser.add_argument("--timings", action="store_true", help="print load and first-paint times to stderr")
+    parser.add_argument(
+        "--doctor",
+        action="store_true",
+        help="print versions, whether Qt can open a window here (and what is missing), the cache; exit",
+    )
     what_if_cli.add_arguments(parser)
     return parser
 
@@ -84,8 +90,18 @@ def _parse_size(text: str) -> tuple[int, int]:
     return max(w, 400), max(h, 300)
 
 
+def _have_qapplication() -> bool:
+    """True when Qt is already running in this process (then its platform plugin did load)."""
+    qt_widgets = sys.modules.get("PySide6.QtWidgets")
+    return bool(qt_widgets and qt_widgets.QApplication.instance())
+
+
 def run_app(args: list[str]) -> int:
     ns = build_parser().parse_args(args)
+    if ns.doctor:
+        from app.doctor import run_doctor
+
+        return run_doctor()
     if ns.path and ns.demo:
         print("lumos: give a PATH or --demo, not both", file=sys.stderr)
         return 2
@@ -97,6 +113,11 @@ def run_app(args: list[str]) -> int:
     if ns.screenshot and sys.platform.startswith("linux"):
         if not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
             os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    # Qt aborts with an unhelpful message when no platform plugin loads; say what is missing instead
+    from app.platform_check import require_platform
+
+    if not _have_qapplication() and (code := require_platform()):
+        return code
 
     import pyqtgraph as pg
     from PySide6.QtCore import QTimer
