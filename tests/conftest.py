@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -51,3 +52,30 @@ def run_lumos(*args: str, tmp_path: Path, timeout: int = 180) -> subprocess.Comp
         env=env,
         timeout=timeout,
     )
+
+
+# ---------------------------------------------------------------- artifacts kept after the run
+ARTIFACTS: list[str] = []
+
+
+def artifact_dir(*parts: str) -> Path:
+    """A fresh folder for files a test keeps for people to look at (screenshots): under
+    ``LUMOS_TEST_ARTIFACTS`` if set, else build/test-artifacts/ in the repository (ignored by git)."""
+    root = Path(os.environ.get("LUMOS_TEST_ARTIFACTS") or REPO / "build" / "test-artifacts")
+    folder = root.joinpath(*parts)
+    if folder.exists():
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True)
+    return folder
+
+
+def add_artifact(line: str) -> None:
+    """Print ``line`` in the run's summary (pytest captures what tests print)."""
+    ARTIFACTS.append(line)
+
+
+def pytest_terminal_summary(terminalreporter) -> None:  # type: ignore[no-untyped-def]
+    if ARTIFACTS:
+        terminalreporter.write_sep("-", "test artifacts")
+        for line in ARTIFACTS:
+            terminalreporter.write_line(line)

@@ -165,7 +165,8 @@ class ConfigPanel(QWidget):
         outer.setContentsMargins(0, 0, 0, 0)
         outer.addWidget(scroll, 1)
         outer.addLayout(bottom)
-        inner.setMinimumWidth(300)  # narrower docks scroll sideways rather than squash the form
+        # no explicit minimum width: it would override the layout's own minimum (the labels' text),
+        # and a narrow dock would then clip "Data parallel (DP)" instead of scrolling sideways
         self.set_running(False)
         self.set_baseline(None)
 
