@@ -101,6 +101,15 @@ def qt_dir() -> Path | None:
     return next((r / "Qt" for r in roots if (r / "Qt").is_dir()), None)
 
 
+def library_dirs(qt: Path) -> list[Path]:
+    """Where libraries ship with Lumos: Qt's lib folder, and in the built app (PyInstaller) the
+    bundle's own folder, which holds the system libraries the build machine had."""
+    dirs = [qt / "lib"]
+    if getattr(sys, "_MEIPASS", None):
+        dirs.append(Path(sys._MEIPASS))
+    return dirs
+
+
 def platform_candidates(environ: Mapping[str, str]) -> list[str]:
     """The plugins Qt tries, in order: ``QT_QPA_PLATFORM`` (``a;b``, each ``name:options``), else
     wayland then xcb in a Wayland session, else xcb (Qt 6's rule on Linux)."""
@@ -168,7 +177,7 @@ def _check_one(name: str, qt: Path, environ: Mapping[str, str], gui_missing: lis
             return cand
         cand.detail = str(plugin)
         cand.missing = list(gui_missing)
-        for soname in missing_libraries([plugin], [qt / "lib"]):
+        for soname in missing_libraries([plugin], library_dirs(qt)):
             if soname not in cand.missing:
                 cand.missing.append(soname)
         if name == "xcb":
@@ -202,7 +211,7 @@ def check(environ: Mapping[str, str] | None = None) -> PlatformReport:
     if qt is None:
         return PlatformReport([Candidate(n, detail="PySide6 not found") for n in names], checked=False)
     gui = [qt / "lib" / lib for lib in GUI_LIBS if (qt / "lib" / lib).is_file()]
-    gui_missing = missing_libraries(gui, [qt / "lib"])
+    gui_missing = missing_libraries(gui, library_dirs(qt))
     return PlatformReport([_check_one(n, qt, env, gui_missing) for n in names], qt_dir=qt)
 
 

@@ -38,3 +38,16 @@ chmod 644 "$data/applications/lumos.desktop"
 command -v update-desktop-database >/dev/null && update-desktop-database -q "$data/applications" || true
 command -v gtk-update-icon-cache >/dev/null && gtk-update-icon-cache -q -t "$data/icons/hicolor" || true
 echo "install_linux.sh: added $data/applications/lumos.desktop and icons for $exe"
+
+# Can the app open a window on this desktop? `lumos doctor` checks Qt's platform plugin and its
+# system libraries (exit 3 when it cannot) and says what to install.
+status=0
+report="$("$exe" doctor 2>&1)" || status=$?
+if [[ $status == 0 ]]; then
+  echo "install_linux.sh: checked: lumos can open a window here"
+elif [[ $status == 3 ]]; then
+  echo "install_linux.sh: installed, but lumos cannot open a window on this desktop yet:" >&2
+  printf '%s\n' "$report" | sed -n '/^Qt will try/,/^cache /p' | sed '$d' >&2
+else
+  echo "install_linux.sh: warning: '$exe doctor' failed (exit $status); run it to see why" >&2
+fi

@@ -239,6 +239,30 @@ def test_install_linux_points_the_entry_at_the_built_app(tmp_path) -> None:
     assert (data / "icons" / "hicolor" / "scalable" / "apps" / "lumos.svg").is_file()
 
 
+def test_install_linux_says_when_the_app_cannot_open_a_window(tmp_path) -> None:
+    app_dir = tmp_path / "lumos"
+    app_dir.mkdir()
+    # stands in for the built app on a desktop without Qt's xcb libraries: what `lumos doctor` prints
+    (app_dir / "lumos").write_text(
+        "#!/bin/sh\n"
+        "printf 'numpy           2\\nQt will try     xcb\\n  xcb  missing system libraries: libxcb-icccm.so.4\\n"
+        "    Debian/Ubuntu: sudo apt install libxcb-icccm4\\ncache           /c\\n'\n"
+        "exit 3\n"
+    )
+    (app_dir / "lumos").chmod(0o755)
+    out = subprocess.run(
+        ["bash", str(PACKAGING / "install_linux.sh"), str(app_dir)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "XDG_DATA_HOME": str(tmp_path / "data")},
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr  # the entry is installed either way
+    assert "cannot open a window on this desktop" in out.stderr
+    assert "sudo apt install libxcb-icccm4" in out.stderr
+    assert "numpy" not in out.stderr and "cache" not in out.stderr
+
+
 # ---------------------------------------------------------------- the icon
 
 
@@ -367,3 +391,8 @@ def test_built_app_starts_and_takes_a_screenshot(tmp_path) -> None:
         out = subprocess.run([str(exe), *args], capture_output=True, text=True, env=env, timeout=300)
         assert out.returncode == 0, out.stdout + out.stderr
     assert "rank(s)" in out.stdout
+
+    # the doctor starts the frozen app again as its Qt probe (--platform-probe)
+    out = subprocess.run([str(exe), "doctor"], capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "Qt start        ok: platform offscreen" in out.stdout
