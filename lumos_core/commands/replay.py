@@ -9,6 +9,7 @@ import orjson
 
 from lumos_core.commands.common import add_load_arguments, load_from_args, terminal_progress
 from lumos_core.errors import ConfigError
+from lumos_core.replay.evaluate import HoldoutReport, evaluate_holdout, unavailable
 from lumos_core.replay.run import ReplayResult, parse_scale, replay
 from lumos_core.trace.loader import load_job
 
@@ -19,7 +20,15 @@ compute, overlapped, exposed communication and other (idle) time.
 
 --scale PATTERN=FACTOR multiplies the duration of every task whose name matches the regular
 expression (e.g. --scale 'nccl=2' doubles communication kernels) before the replay: the simplest
-what-if."""
+what-if.
+
+Accuracy is printed twice, with its definition: in-sample (the graph calibrated on the very
+iterations it replays: close to exact by construction) and hold-out (each iteration replayed from
+what the other iterations taught, with its own task durations), each beside four null models
+(persistence, CPU-only, no-lag, GPU-only) on the same iterations. Jobs over a million tasks skip
+the hold-out unless --holdout is given."""
+
+HOLDOUT_DEFAULT_LIMIT = 1_000_000  # tasks: above this the hold-out is opt-in (--holdout)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -34,22 +43,82 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--busy", action="store_true", help="include GPU busy fraction per 1 ms bin (JSON)")
+    p.add_argument(
+        "--holdout",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help=f"hold-out replay and null models (default: on up to {HOLDOUT_DEFAULT_LIMIT:,} tasks)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     scale = parse_scale(args.scale)
     job = load_from_args(args, load_job)
     result = replay(job, scale=scale, progress=terminal_progress(not args.quiet))
+    holdout = _holdout(result, args.holdout)
     if args.iteration is not None:
         _keep_iteration(result, args.iteration)
     if args.json:
-        sys.stdout.write(
-            orjson.dumps(result.as_dict(include_busy=args.busy), option=orjson.OPT_INDENT_2).decode()
-        )
+        d = result.as_dict(include_busy=args.busy)
+        d["holdout"] = holdout.holdout_dict()
+        d["null_models"] = holdout.null_models_dict()
+        sys.stdout.write(orjson.dumps(d, option=orjson.OPT_INDENT_2).decode())
         sys.stdout.write("\n")
     else:
         print(format_replay(result))
+        print(format_accuracy(result, holdout))
     return 0
+
+
+def _holdout(result: ReplayResult, wanted: bool | None) -> HoldoutReport:
+    if wanted is False:
+        return unavailable("not computed (--no-holdout)")
+    if wanted is None and result.graph.n_tasks > HOLDOUT_DEFAULT_LIMIT:
+        return unavailable(
+            f"not computed by default above {HOLDOUT_DEFAULT_LIMIT:,} tasks "
+            f"({result.graph.n_tasks:,} here): add --holdout"
+        )
+    return evaluate_holdout(result.graph)
+
+
+def format_accuracy(result: ReplayResult, holdout: HoldoutReport) -> str:
+    """In-sample and hold-out accuracy side by side, each beside the null models, with definitions."""
+    from lumos_core.replay.evaluate import HOLDOUT_DEFINITION
+
+    ins = result.as_dict()
+    lines = ["", "accuracy (iteration time: mean |error|; GPU task start: median / p95 |error|)"]
+    lines.append(f"{'model':<24} {'iteration':>10} {'GPU start median':>17} {'p95':>12}")
+
+    def row(name: str, pct: float | None, ge: dict[str, float] | None) -> str:
+        p = "n/a" if pct is None else f"{pct:.3f}%"
+        m = "n/a" if ge is None else f"{ge['median']:.1f} µs"
+        q = "n/a" if ge is None else f"{ge['p95']:.1f} µs"
+        return f"{name:<24} {p:>10} {m:>17} {q:>12}"
+
+    lines.append(row("in-sample", ins["mean_abs_error_pct"], ins["gpu_start_error_us"]))
+    ho = holdout.holdout_dict()
+    if holdout.available:
+        lines.append(
+            row(
+                f"hold-out ({ho['iterations']} iterations)",
+                ho["mean_abs_error_pct"],
+                ho["gpu_start_error_us"],
+            )
+        )
+        for name, d in holdout.null_models_dict().items():
+            lines.append(row(f"  null: {name}", d["mean_abs_error_pct"], d["gpu_start_error_us"]))
+    else:
+        lines.append(f"hold-out: not available: {ho['reason']}")
+    lines.append(
+        "in-sample: the graph is calibrated on the iterations it replays (close to exact by construction)"
+    )
+    lines.append(HOLDOUT_DEFINITION.split("; in-sample")[0])
+    if holdout.available:
+        lines.append(
+            "null models: persistence = mean of the other iterations; cpu_only = no GPU->CPU "
+            "dependencies; no_lag = learned lags at zero; gpu_only = GPU streams alone, launches ignored"
+        )
+    return "\n".join(lines)
 
 
 def _keep_iteration(result: ReplayResult, n: int) -> None:

@@ -68,11 +68,26 @@ def activity(rank: RankTrace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     comm = np.zeros(len(rank), bool)
     comm[rank.collectives.event] = True
     act = np.isin(rank.kind, _ACTIVITY)
-    if not act.any():  # CPU-only trace: top-level CPU work, collectives as communication
-        act = np.isin(rank.kind, _CPU_WORK) & (rank.parent < 0)
-        act |= comm
+    if not act.any():  # CPU-only trace: outermost CPU work, collectives as communication
+        act = outermost_cpu_work(rank) | comm
     idx = np.flatnonzero(act)
     return rank.start[idx], rank.start[idx] + rank.dur[idx], comm[idx]
+
+
+def outermost_cpu_work(rank: RankTrace) -> np.ndarray:
+    """CPU operators and runtime calls not inside another one. Annotations (``ProfilerStep#N``,
+    ``## forward ##``) are not work: operators under them still count."""
+    work = np.isin(rank.kind, _CPU_WORK)
+    parent = rank.parent.astype(np.int64)
+    has = parent >= 0
+    p = np.maximum(parent, 0)
+    inside = np.zeros(len(rank), bool)
+    for _ in range(int(rank.depth.max(initial=0)) + 1):  # one level of nesting per pass
+        nxt = has & (work[p] | inside[p])
+        if np.array_equal(nxt, inside):
+            break
+        inside = nxt
+    return work & ~inside
 
 
 def breakdown(starts: np.ndarray, ends: np.ndarray, is_comm: np.ndarray, lo: int, hi: int) -> Breakdown:

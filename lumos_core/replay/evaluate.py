@@ -1,0 +1,187 @@
+"""Accuracy that means something: the hold-out replay and the null models, on the same iterations.
+
+For every iteration *k* that has at least one other iteration to learn from, the hold-out graph of
+*k* (:mod:`lumos_core.replay.holdout`) and the null models (:mod:`lumos_core.replay.null_models`)
+are replayed, and compared with *k*'s measured iteration time (per rank) and GPU task starts:
+
+* ``mean_abs_error_pct``: mean over ranks and held-out iterations of |predicted - measured| /
+  measured iteration time;
+* ``gpu_start_error_us``: median and 95th percentile, over every GPU task of the held-out
+  iterations, of |predicted - measured| start.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from lumos_core.graph.build import ExecutionGraph, NodeType
+from lumos_core.progress import Progress, no_progress
+from lumos_core.replay.breakdown import iteration_windows
+from lumos_core.replay.holdout import holdout_graph
+from lumos_core.replay.null_models import (
+    NULL_MODELS,
+    cpu_only,
+    gpu_only,
+    gpu_span_iteration,
+    no_lag,
+    persistence_starts,
+)
+from lumos_core.replay.run import predicted_rank
+from lumos_core.replay.simulate import simulate
+from lumos_core.replay.twins import Iterations, iterations_of
+
+HOLDOUT_DEFINITION = (
+    "hold-out: each iteration k is replayed from a graph whose dependencies, lags and collective "
+    "transfer times were learned from the other iterations only (tasks matched by their place on "
+    "their thread/stream); earlier iterations keep their measured times; k's own measured task "
+    "durations are used, including the CPU work between a thread's calls"
+)
+IN_SAMPLE_DEFINITION = (
+    "in-sample: the graph is calibrated on every iteration, the ones it replays included (close to "
+    "exact by construction)"
+)
+
+
+@dataclass
+class Score:
+    """One model's errors over the held-out iterations."""
+
+    iteration_errors_pct: list[float] = field(default_factory=list)  # signed, per (rank, iteration)
+    gpu_start_errors_ns: list[np.ndarray] = field(default_factory=list)
+
+    @property
+    def mean_abs_error_pct(self) -> float | None:
+        if not self.iteration_errors_pct:
+            return None
+        return float(np.mean(np.abs(self.iteration_errors_pct)))
+
+    def gpu_start_error_us(self) -> dict[str, float] | None:
+        err = np.concatenate(self.gpu_start_errors_ns) if self.gpu_start_errors_ns else np.zeros(0)
+        if len(err) == 0:
+            return None
+        return {
+            "median": round(float(np.median(err)) / 1000, 3),
+            "p95": round(float(np.percentile(err, 95)) / 1000, 3),
+        }
+
+    def as_dict(self) -> dict[str, Any]:
+        m = self.mean_abs_error_pct
+        return {
+            "mean_abs_error_pct": None if m is None else round(m, 4),
+            "gpu_start_error_us": self.gpu_start_error_us(),
+        }
+
+
+@dataclass
+class HoldoutReport:
+    available: bool
+    reason: str | None
+    iterations: list[str]
+    lumos: Score
+    null_models: dict[str, Score]
+    untwinned_tasks: int = 0
+    tasks: int = 0
+    dropped_dependencies: int = 0
+
+    def holdout_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {
+            "available": self.available,
+            "reason": self.reason,
+            "iterations": len(self.iterations),
+        }
+        d.update(
+            self.lumos.as_dict()
+            if self.available
+            else {"mean_abs_error_pct": None, "gpu_start_error_us": None}
+        )
+        d["held_out"] = self.iterations
+        d["definition"] = HOLDOUT_DEFINITION
+        d["tasks_without_twin"] = self.untwinned_tasks
+        d["tasks"] = self.tasks
+        return d
+
+    def null_models_dict(self) -> dict[str, Any]:
+        empty = {"mean_abs_error_pct": None, "gpu_start_error_us": None}
+        return {name: (self.null_models[name].as_dict() if self.available else empty) for name in NULL_MODELS}
+
+
+def unavailable(reason: str) -> HoldoutReport:
+    return HoldoutReport(False, reason, [], Score(), {m: Score() for m in NULL_MODELS})
+
+
+def evaluate_holdout(graph: ExecutionGraph, *, progress: Progress = no_progress) -> HoldoutReport:
+    """Hold-out replay of every iteration that has another one to learn from, with the null models."""
+    its = iterations_of(graph)
+    if its.count == 0:
+        return unavailable("the trace has no ProfilerStep#N iterations to hold out")
+    if its.count == 1:
+        return unavailable(
+            f"the trace has one iteration ({its.names[0]}): hold-out needs at least two, one to learn "
+            "from and one to predict"
+        )
+    lumos = Score()
+    nulls = {m: Score() for m in NULL_MODELS}
+    untwinned = tasks = dropped = 0
+    for k in range(its.count):
+        progress(k / its.count, f"hold-out replay of {its.names[k]}")
+        h = holdout_graph(graph, its, k)
+        untwinned += h.untwinned
+        tasks += h.tasks
+        dropped += h.dropped
+        for score, g in (
+            (lumos, h.graph),
+            (nulls["cpu_only"], cpu_only(h)),
+            (nulls["no_lag"], no_lag(h)),
+        ):
+            start, end = simulate(g)
+            _score_replay(score, g, its, k, start, end)
+        g = gpu_only(h, its)
+        start, end = simulate(g)
+        _score_gpu_starts(nulls["gpu_only"], graph, its, k, start)
+        for r in its.ranks_of(k):
+            span = gpu_span_iteration(g, its, r, k, start, end)
+            if span is not None:
+                nulls["gpu_only"].iteration_errors_pct.append(_pct(span, its.windows[(r, k)].length))
+        pred = persistence_starts(graph, its, h.maps, k)
+        _score_gpu_starts(nulls["persistence"], graph, its, k, pred)
+        for r in its.ranks_of(k):
+            others = [its.windows[(r, j)].length for j in h.learned_from if (r, j) in its.windows]
+            if others:
+                nulls["persistence"].iteration_errors_pct.append(
+                    _pct(int(np.mean(others)), its.windows[(r, k)].length)
+                )
+    progress(1.0, "hold-out done")
+    return HoldoutReport(True, None, list(its.names), lumos, nulls, untwinned, tasks, dropped)
+
+
+def _pct(predicted: int, measured: int) -> float:
+    return 100.0 * (predicted - measured) / measured if measured else 0.0
+
+
+def _gpu_nodes(graph: ExecutionGraph, its: Iterations, k: int) -> np.ndarray:
+    """GPU tasks of iteration k, each once (a collective by its arrival, where its start is drawn)."""
+    gpu = np.flatnonzero((graph.node_type == NodeType.GPU) & (its.region == k))
+    return np.where(graph.arrive_of[gpu] >= 0, graph.arrive_of[gpu], gpu)
+
+
+def _score_gpu_starts(
+    score: Score, graph: ExecutionGraph, its: Iterations, k: int, start: np.ndarray
+) -> None:
+    nodes = _gpu_nodes(graph, its, k)
+    score.gpu_start_errors_ns.append(np.abs(start[nodes] - graph.measured_start[nodes]))
+
+
+def _score_replay(
+    score: Score, g: ExecutionGraph, its: Iterations, k: int, start: np.ndarray, end: np.ndarray
+) -> None:
+    _score_gpu_starts(score, g, its, k, start)
+    name = its.names[k]
+    for r in its.ranks_of(k):
+        t = g.job.rank(r)
+        windows = {w.name: w for w in iteration_windows(predicted_rank(g, t, start, end))}
+        w = windows.get(name)
+        if w is not None:
+            score.iteration_errors_pct.append(_pct(w.length, its.windows[(r, k)].length))

@@ -1,0 +1,393 @@
+"""Out-of-sample ("hold-out") replay: predict an iteration from what the *other* iterations taught.
+
+The graph of the whole trace reproduces every measured start by construction (its lags are
+calibrated on them), so an in-sample replay says little. The hold-out replay of iteration *k*:
+
+* the history is fixed: every node of an earlier iteration keeps its measured times (the state the
+  GPU and CPU were in when *k* began is known, not predicted);
+* everything the graph learns from timing is learned from the other iterations only: the
+  dependencies of *k*'s tasks (inferred ones included), their lags, the transfer time of *k*'s
+  collectives and the anchors of tasks nothing precedes. They are the dependencies of each task's
+  twins (:mod:`lumos_core.replay.twins`) in the other iterations, kept when at least half of those
+  twins have them, with the median lag;
+* *k*'s own measured task durations are used (CPU operators, kernels, copies);
+* then *k* is replayed and compared with its measured iteration time and task starts.
+
+Tasks of *k* without a twin anywhere keep their own dependencies with the median lag of their kind
+(counted in ``untwinned``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import deque
+from dataclasses import dataclass
+
+import numpy as np
+
+from lumos_core.errors import GraphError
+from lumos_core.graph.build import NO_ANCHOR, EdgeKind, ExecutionGraph
+from lumos_core.replay.twins import Iterations, twin_map
+
+NEVER = -(1 << 60)  # a lag that can never bind: the dependency is ignored
+# Dependencies inferred from timing (which task of another thread or stream a task waited for); the
+# others follow from program order, correlation ids and collective instances.
+_INFERRED = np.asarray([EdgeKind.CPU_CROSS, EdgeKind.EVENT_WAIT], np.int8)
+
+
+@dataclass
+class HoldoutGraph:
+    graph: ExecutionGraph  # the held-out iteration's dependencies learned from the others
+    k: int  # the held-out iteration (index into Iterations.names)
+    learned_from: list[int]
+    pinned: np.ndarray  # bool per node: kept at its measured times (earlier iterations)
+    tasks: int  # base tasks of iteration k
+    untwinned: int  # of which had no twin in any other iteration
+    dropped: int  # learned dependencies dropped because they contradict k's program order
+    maps: dict[int, np.ndarray]  # per other iteration j: its nodes (and j-1's, j+1's) -> twins around k
+
+
+@dataclass
+class _Edges:
+    src: np.ndarray
+    dst: np.ndarray
+    lag: np.ndarray
+    from_end: np.ndarray
+    kind: np.ndarray
+    soft: np.ndarray | None = None  # bool: learned and inferred from timing (may be dropped)
+
+    def take(self, sel: np.ndarray) -> _Edges:
+        soft = self.soft[sel] if self.soft is not None else np.zeros(len(self.src[sel]), bool)
+        return _Edges(self.src[sel], self.dst[sel], self.lag[sel], self.from_end[sel], self.kind[sel], soft)
+
+    @staticmethod
+    def concat(parts: list[_Edges]) -> _Edges:
+        return _Edges(
+            *(np.concatenate([getattr(p, f.name) for p in parts]) for f in dataclasses.fields(_Edges))
+        )
+
+
+def _start_edges(g: ExecutionGraph) -> _Edges:
+    return _Edges(g.sp_src.astype(np.int64), g.sp_dst.astype(np.int64), g.sp_lag, g.sp_from_end, g.sp_kind)
+
+
+def _end_edges(g: ExecutionGraph) -> _Edges:
+    return _Edges(g.ep_src.astype(np.int64), g.ep_dst.astype(np.int64), g.ep_lag, g.ep_from_end, g.ep_kind)
+
+
+def holdout_graph(
+    graph: ExecutionGraph, its: Iterations, k: int, *, cpu_work: str = "measured"
+) -> HoldoutGraph:
+    """The graph to replay iteration ``k`` out of sample (see the module docstring)."""
+    n = graph.n_nodes
+    region = its.region
+    learn = [j for j in range(its.count) if j != k]
+    maps = {j: _iteration_map(graph, its, j, k) for j in learn}
+    pinned = (region < k) & (region >= -1)
+    base = graph.node_type <= 2  # CPU, GPU, ARRIVE (JOIN = 3 is derived)
+    base &= graph.arrive_of < 0
+    tasks_k = np.flatnonzero(base & (region == k))
+    present = np.zeros(n, np.int64)  # in how many other iterations a node of k has a twin
+    for j, m in maps.items():
+        nodes = np.flatnonzero((region == j) & (m >= 0))
+        present[m[nodes]] += 1
+    untwinned = int(np.count_nonzero(present[tasks_k] == 0))
+
+    parts_sp, parts_ep = [], []
+    for edges, parts in ((_start_edges(graph), parts_sp), (_end_edges(graph), parts_ep)):
+        in_scope = _scope(region, edges, k)
+        parts.append(edges.take(~in_scope & ~pinned[edges.dst]))
+        votes = _votes(edges, region, maps, in_scope)
+        # Structural dependencies (program order, launches, syncs, collectives) are k's own; only
+        # their lags are learned.
+        structural = edges.take(in_scope & _is_structural(edges.kind))
+        structural.lag = _learned_lags(structural, votes)
+        parts.append(structural)
+        # Timing-inferred dependencies are the twins': kept where a strict majority has them.
+        inferred = _majority(votes.take(~_is_structural(votes.kind)), present)
+        parts.append(inferred)
+    sp = _Edges.concat(parts_sp)
+    ep = _Edges.concat(parts_ep)
+
+    dur = graph.dur.copy()
+    anchor = graph.anchor.copy()
+    _learn_transfer_times(graph, region, maps, k, dur)
+    _learn_anchors(graph, its, maps, k, anchor)
+    pin = np.flatnonzero(pinned)
+    anchor[pin] = graph.measured_start[pin]
+    dur[pin] = graph.measured_end[pin] - graph.measured_start[pin]
+
+    sp, ep, order, dropped = _break_cycles(graph.order, n, sp, ep)
+    _restore_cpu_gaps(graph, region, maps, k, sp, own=cpu_work == "measured")
+    sp_ptr, sp = _csr(n, sp)
+    ep_ptr, ep = _csr(n, ep)
+    g = dataclasses.replace(
+        graph,
+        dur=dur,
+        anchor=anchor,
+        sp_ptr=sp_ptr,
+        sp_src=sp.src.astype(np.int32),
+        sp_lag=sp.lag,
+        sp_from_end=sp.from_end,
+        sp_kind=sp.kind,
+        ep_ptr=ep_ptr,
+        ep_src=ep.src.astype(np.int32),
+        ep_lag=ep.lag,
+        ep_from_end=ep.from_end,
+        ep_kind=ep.kind,
+        order=order,
+    )
+    return HoldoutGraph(g, k, learn, pinned, len(tasks_k), untwinned, dropped, maps)
+
+
+def _iteration_map(graph: ExecutionGraph, its: Iterations, j: int, k: int) -> np.ndarray:
+    """Nodes of iterations j-1, j, j+1 -> their twins in k-1, k, k+1."""
+    out = np.full(graph.n_nodes, -1, np.int64)
+    for d in (-1, 0, 1):
+        a, b = j + d, k + d
+        if -1 <= a < its.count and -1 <= b < its.count and a != b:
+            out = np.maximum(out, twin_map(graph, its, a, b))
+    return out
+
+
+def _scope(region: np.ndarray, e: _Edges, k: int) -> np.ndarray:
+    """Dependencies learned for iteration k: those into its tasks."""
+    return region[e.dst] == k
+
+
+def _is_structural(kind: np.ndarray) -> np.ndarray:
+    return ~np.isin(kind, _INFERRED)
+
+
+def _votes(edges: _Edges, region: np.ndarray, maps: dict[int, np.ndarray], own: np.ndarray) -> _Edges:
+    """Every other iteration's dependencies mapped onto iteration k (one row per iteration that has
+    it). ``own`` marks k's own dependencies, which never teach anything."""
+    src, dst, lag, fe, kind = [], [], [], [], []
+    for j, m in maps.items():
+        sel = (region[edges.dst] == j) & ~own
+        s = m[edges.src[sel]]
+        d = m[edges.dst[sel]]
+        ok = (s >= 0) & (d >= 0)
+        src.append(s[ok])
+        dst.append(d[ok])
+        lag.append(edges.lag[sel][ok])
+        fe.append(edges.from_end[sel][ok])
+        kind.append(edges.kind[sel][ok])
+    if not src:
+        return edges.take(np.zeros(len(edges.src), bool))
+    return _Edges(*(np.concatenate(x) for x in (src, dst, lag, fe, kind)))
+
+
+def _groups(keys: list[np.ndarray], values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Group rows by ``keys``: (index of a row per group, rows per group, median value per group)."""
+    order = np.lexsort((values, *keys[::-1]))
+    ks = [k[order] for k in keys]
+    v = values[order]
+    new = np.ones(len(v), bool)
+    for k in ks:
+        new[1:] |= k[1:] != k[:-1]
+    first = np.flatnonzero(new)
+    count = np.diff(np.r_[first, len(v)])
+    median = (v[first + (count - 1) // 2] + v[first + count // 2]) // 2
+    return order[first], count, median
+
+
+def _majority(votes: _Edges, present: np.ndarray) -> _Edges:
+    """Dependencies a strict majority of the iterations where the task has a twin agree on (the
+    very same source task), with the median lag."""
+    if len(votes.src) == 0:
+        return votes.take(np.zeros(0, np.int64))
+    rep, count, median = _groups(
+        [votes.dst, votes.src, votes.kind.astype(np.int64), votes.from_end.astype(np.int64)], votes.lag
+    )
+    keep = 2 * count > present[votes.dst[rep]]
+    out = votes.take(rep[keep])
+    out.lag = median[keep]
+    out.soft = np.ones(len(out.src), bool)
+    return out
+
+
+def _learned_lags(edges: _Edges, votes: _Edges) -> np.ndarray:
+    """The lag of each of k's own dependencies: the median over the twins' same dependency (same
+    source twin), else over the twins' dependencies of that kind into the task, else the median of
+    the kind."""
+    lag = np.full(len(edges.src), NEVER, np.int64)
+    if len(votes.src) == 0 or len(edges.src) == 0:
+        return np.where(lag == NEVER, edges.lag, lag)
+    kind = votes.kind.astype(np.int64)
+    for keys_e, keys_v in (
+        ([edges.dst, edges.src, edges.kind.astype(np.int64)], [votes.dst, votes.src, kind]),
+        ([edges.dst, edges.kind.astype(np.int64)], [votes.dst, kind]),
+        ([edges.kind.astype(np.int64)], [kind]),
+    ):
+        rep, _count, median = _groups(keys_v, votes.lag)
+        table = {tuple(int(k[r]) for k in keys_v): m for r, m in zip(rep.tolist(), median.tolist())}
+        todo = np.flatnonzero(lag == NEVER)
+        for i in todo.tolist():
+            m = table.get(tuple(int(k[i]) for k in keys_e))
+            if m is not None:
+                lag[i] = m
+    return np.where(lag == NEVER, edges.lag, lag)
+
+
+def _restore_cpu_gaps(
+    graph: ExecutionGraph, region: np.ndarray, maps: dict[int, np.ndarray], k: int, sp: _Edges, own: bool
+) -> None:
+    """A thread's pause is CPU work unless the thread waited for another one (then the cross-thread
+    dependency explains it and the same-thread lag is 0). Where the learned graph of k has no such
+    wait, the pause is the twins' median pause, or with ``own`` k's own measured pause (the self
+    time of the operators around the tasks: CPU work of k, like its task durations)."""
+    thread = np.flatnonzero(graph.sp_kind == EdgeKind.CPU_THREAD)
+    src, dst = graph.sp_src[thread].astype(np.int64), graph.sp_dst[thread]
+    keys, gaps = [], []
+    for j, m in maps.items():
+        sel = (region[dst] == j) & (m[dst] >= 0)
+        keys.append(m[dst[sel]])
+        gaps.append(graph.measured_start[dst[sel]] - graph.measured_end[src[sel]])
+    if not keys:
+        return
+    gap = np.full(graph.n_nodes, NEVER, np.int64)
+    if own:
+        gap[dst] = graph.measured_start[dst] - graph.measured_end[src]
+    else:
+        for node, value in _medians(np.concatenate(keys), np.concatenate(gaps)):
+            gap[node] = value
+    waited = np.zeros(graph.n_nodes, bool)
+    waited[sp.dst[sp.kind == EdgeKind.CPU_CROSS]] = True
+    fix = (sp.kind == EdgeKind.CPU_THREAD) & (region[sp.dst] == k) & ~waited[sp.dst]
+    fix &= gap[sp.dst] != NEVER
+    sp.lag = np.where(fix, gap[sp.dst] if own else np.maximum(sp.lag, gap[sp.dst]), sp.lag)
+
+
+def _learn_transfer_times(
+    graph: ExecutionGraph, region: np.ndarray, maps: dict[int, np.ndarray], k: int, dur: np.ndarray
+) -> None:
+    """A collective's transfer time (its end minus the last arrival) is learned, not k's own."""
+    xfer = np.flatnonzero(graph.arrive_of >= 0)
+    dst, val = [], []
+    for j, m in maps.items():
+        x = xfer[(region[xfer] == j) & (m[xfer] >= 0)]
+        dst.append(m[x])
+        val.append(graph.dur[x])
+    if not dst:
+        return
+    d, v = np.concatenate(dst), np.concatenate(val)
+    for node, value in _medians(d, v):
+        dur[node] = value
+    learned = np.zeros(len(dur), bool)
+    learned[d] = True
+    own = xfer[(region[xfer] == k) & ~learned[xfer]]
+    if len(own) and len(v):  # a collective no other iteration has: the typical transfer time
+        dur[own] = int(np.median(v))
+
+
+def _learn_anchors(
+    graph: ExecutionGraph, its: Iterations, maps: dict[int, np.ndarray], k: int, anchor: np.ndarray
+) -> None:
+    """A task nothing precedes starts where its twins started, relative to their iteration."""
+    fixed = np.flatnonzero((graph.anchor != NO_ANCHOR) & (its.region >= 0))
+    dst, off = [], []
+    for j, m in maps.items():
+        x = fixed[(its.region[fixed] == j) & (m[fixed] >= 0)]
+        for r in np.unique(graph.rank[x]).tolist():
+            w = its.windows.get((r, j))
+            if w is None:
+                continue
+            xr = x[graph.rank[x] == r]
+            dst.append(m[xr])
+            off.append(graph.anchor[xr] - w.start)
+    if not dst:
+        return
+    for node, value in _medians(np.concatenate(dst), np.concatenate(off)):
+        w = its.windows.get((int(graph.rank[node]), k))
+        if w is not None and its.region[node] == k:
+            anchor[node] = w.start + value
+
+
+def _medians(keys: np.ndarray, values: np.ndarray) -> list[tuple[int, int]]:
+    if len(keys) == 0:
+        return []
+    order = np.lexsort((values, keys))
+    k, v = keys[order], values[order]
+    first = np.flatnonzero(np.r_[True, k[1:] != k[:-1]])
+    count = np.diff(np.r_[first, len(k)])
+    median = (v[first + (count - 1) // 2] + v[first + count // 2]) // 2
+    return list(zip(k[first].tolist(), median.tolist()))
+
+
+def _csr(n: int, e: _Edges) -> tuple[np.ndarray, _Edges]:
+    order = np.argsort(e.dst, kind="stable")
+    ptr = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(e.dst, minlength=n), out=ptr[1:])
+    return ptr, e.take(order)
+
+
+def _break_cycles(
+    previous: np.ndarray, n: int, sp: _Edges, ep: _Edges
+) -> tuple[_Edges, _Edges, np.ndarray, int]:
+    """A topological order of the hold-out graph. A dependency learned from another iteration and
+    inferred from its timing (a cross-thread wait, an event wait, a sync) can contradict the held-out
+    iteration's own program order when the iterations differ (a helper thread that ran earlier in
+    one of them): such dependencies on a cycle are dropped (counted), never the program order."""
+    dropped = 0
+    while True:
+        order, stuck = _topological(previous, n, np.r_[sp.src, ep.src], np.r_[sp.dst, ep.dst])
+        if order is not None:
+            return sp, ep, order, dropped
+        comp = _cycle_members(stuck, np.r_[sp.src, ep.src], np.r_[sp.dst, ep.dst])
+        bad_sp = sp.soft & (comp[sp.src] >= 0) & (comp[sp.src] == comp[sp.dst])
+        bad_ep = ep.soft & (comp[ep.src] >= 0) & (comp[ep.src] == comp[ep.dst])
+        count = int(bad_sp.sum() + bad_ep.sum())
+        if count == 0:
+            raise GraphError(f"the hold-out graph has a cycle ({int(stuck.sum())} tasks can never start)")
+        dropped += count
+        sp, ep = sp.take(~bad_sp), ep.take(~bad_ep)
+
+
+def _cycle_members(stuck: np.ndarray, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+    """Per node: an id of its strongly connected component among the stuck nodes if that component
+    is a cycle, else -1."""
+    import networkx as nx
+
+    n = len(stuck)
+    inside = np.zeros(n, bool)
+    inside[stuck] = True
+    sel = inside[src] & inside[dst]
+    g = nx.DiGraph()
+    g.add_edges_from(zip(src[sel].tolist(), dst[sel].tolist()))
+    out = np.full(n, -1, np.int64)
+    for i, comp in enumerate(nx.strongly_connected_components(g)):
+        if len(comp) > 1:
+            out[list(comp)] = i
+    return out
+
+
+def _topological(
+    previous: np.ndarray, n: int, src: np.ndarray, dst: np.ndarray
+) -> tuple[np.ndarray | None, np.ndarray]:
+    """(order, []) — the full graph's order when it still is one, else Kahn's — or (None, stuck
+    nodes mask) on a cycle. Any topological order gives the same replay."""
+    pos = np.empty(n, np.int64)
+    pos[previous] = np.arange(n)
+    if not np.any(pos[src] >= pos[dst]):
+        return previous, np.zeros(n, bool)
+    indeg = np.bincount(dst, minlength=n)
+    by_src = np.argsort(src, kind="stable")
+    succ = dst[by_src].tolist()
+    ptr = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(src, minlength=n), out=ptr[1:])
+    ptr_l = ptr.tolist()
+    deg = indeg.tolist()
+    queue = deque(v for v in previous.tolist() if deg[v] == 0)  # seeded in the old order
+    out: list[int] = []
+    while queue:
+        v = queue.popleft()
+        out.append(v)
+        for i in range(ptr_l[v], ptr_l[v + 1]):
+            w = succ[i]
+            deg[w] -= 1
+            if deg[w] == 0:
+                queue.append(w)
+    if len(out) < n:
+        return None, np.asarray(deg) > 0
+    return np.asarray(out, np.int32), np.zeros(n, bool)

@@ -1,0 +1,139 @@
+"""Which iteration each graph node belongs to, and which node plays the same part in another iteration.
+
+An iteration of a rank is its measured ``ProfilerStep#N`` window (:func:`iteration_windows`). A CPU
+task belongs to the window its measured start falls in; a GPU task to the window its launch call
+started in (GPU work launched at the end of one step often runs during the next); a collective's
+transfer and join nodes to the iteration of their arrival. Nodes before the first window get -1.
+
+Twins: two iterations run the same program, so a task of iteration *a* has a twin in iteration *b*
+at the same place on the same thread or stream. Iterations need not be identical (an optimizer that
+alternates its work, a first step that does more), so the places are found by aligning the two
+sequences of task names of every processor (longest matching blocks, :mod:`difflib`), never by
+timing. Tasks with no counterpart have no twin. A collective's transfer and join nodes follow the
+twin of their arrival node.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from lumos_core.graph.build import EdgeKind, ExecutionGraph, NodeType
+from lumos_core.replay.breakdown import Window, iteration_windows
+from lumos_core.trace.kineto_schema import profiler_step
+
+
+@dataclass
+class Iterations:
+    """The iterations of a graph: names in order, the iteration of every node, measured windows."""
+
+    names: list[str]  # iteration names in step order, shared by all ranks
+    region: np.ndarray  # int32 per node: index into names, -1 before the first iteration
+    windows: dict[tuple[int, int], Window]  # (rank, iteration index) -> measured window
+    _pair_cache: dict[tuple[int, int], np.ndarray] = field(default_factory=dict, repr=False)
+
+    @property
+    def count(self) -> int:
+        return len(self.names)
+
+    def ranks_of(self, k: int) -> list[int]:
+        return sorted(r for r, i in self.windows if i == k)
+
+
+def iterations_of(graph: ExecutionGraph) -> Iterations:
+    """Assign every node of ``graph`` to an iteration (see the module docstring)."""
+    per_rank = {t.rank: iteration_windows(t) if t.iterations else [] for t in graph.job.ranks}
+    names = sorted(
+        {w.name for ws in per_rank.values() for w in ws},
+        key=lambda s: (profiler_step(s) if profiler_step(s) is not None else -1, s),
+    )
+    index = {n: i for i, n in enumerate(names)}
+    region = np.full(graph.n_nodes, -1, np.int32)
+    windows: dict[tuple[int, int], Window] = {}
+    base = (graph.node_type != NodeType.JOIN) & (graph.arrive_of < 0)
+    for t in graph.job.ranks:
+        ws = per_rank[t.rank]
+        if not ws:
+            continue
+        for w in ws:
+            windows[(t.rank, index[w.name])] = w
+        nodes = np.flatnonzero(base & (graph.rank == t.rank))
+        ev = graph.event[nodes]
+        launch = t.launch[ev]
+        gpu = graph.node_type[nodes] != NodeType.CPU
+        ref = np.where(gpu & (launch >= 0), t.start[np.maximum(launch, 0)], t.start[ev])
+        starts = np.asarray([w.start for w in ws], np.int64)
+        pos = np.searchsorted(starts, ref, side="right") - 1
+        glob = np.asarray([index[w.name] for w in ws], np.int32)
+        region[nodes] = np.where(pos >= 0, glob[np.maximum(pos, 0)], -1)
+    xfer = np.flatnonzero(graph.arrive_of >= 0)
+    region[xfer] = region[graph.arrive_of[xfer]]
+    join_of = join_of_arrive(graph)
+    arrives = np.flatnonzero(join_of >= 0)
+    joins = join_of[arrives]
+    jr = np.full(graph.n_nodes, -1, np.int32)
+    np.maximum.at(jr, joins, region[arrives])
+    region[joins] = jr[joins]
+    return Iterations(names, region, windows)
+
+
+def join_of_arrive(graph: ExecutionGraph) -> np.ndarray:
+    """Per node: the join node an ARRIVE node feeds (-1 for other nodes)."""
+    out = np.full(graph.n_nodes, -1, np.int64)
+    dst = graph.sp_dst
+    sel = (graph.node_type[dst] == NodeType.JOIN) & np.isin(
+        graph.sp_kind, [EdgeKind.COLLECTIVE, EdgeKind.P2P]
+    )
+    out[graph.sp_src[sel]] = dst[sel]
+    return out
+
+
+def twin_map(graph: ExecutionGraph, its: Iterations, a: int, b: int) -> np.ndarray:
+    """Per node: its twin in iteration ``b`` for nodes of iteration ``a`` (-1 for no twin or other
+    nodes). Cached per pair."""
+    key = (a, b)
+    cached = its._pair_cache.get(key)
+    if cached is not None:
+        return cached
+    out = np.full(graph.n_nodes, -1, np.int64)
+    base = (graph.node_type != NodeType.JOIN) & (graph.arrive_of < 0)
+    in_a = np.flatnonzero(base & (its.region == a))
+    in_b = np.flatnonzero(base & (its.region == b))
+    name_key = _name_keys(graph)
+    for p in np.intersect1d(graph.proc[in_a], graph.proc[in_b]).tolist():
+        na = in_a[graph.proc[in_a] == p]
+        nb = in_b[graph.proc[in_b] == p]
+        sa, sb = name_key[na], name_key[nb]
+        if len(sa) == len(sb) and np.array_equal(sa, sb):
+            out[na] = nb
+            continue
+        matcher = difflib.SequenceMatcher(None, sa.tolist(), sb.tolist(), autojunk=False)
+        for blk in matcher.get_matching_blocks():
+            if blk.size:
+                out[na[blk.a : blk.a + blk.size]] = nb[blk.b : blk.b + blk.size]
+    # Derived nodes follow their arrival: transfer nodes, then joins.
+    xfer = np.flatnonzero(graph.arrive_of >= 0)
+    xfer_of = np.full(graph.n_nodes, -1, np.int64)
+    xfer_of[graph.arrive_of[xfer]] = xfer
+    xa = xfer[its.region[xfer] == a]
+    twin_arrive = out[graph.arrive_of[xa]]
+    out[xa] = np.where(twin_arrive >= 0, xfer_of[np.maximum(twin_arrive, 0)], -1)
+    join_of = join_of_arrive(graph)
+    arr = np.flatnonzero((join_of >= 0) & (its.region == a) & (out >= 0))
+    joins = join_of[arr]
+    twin_join = join_of[out[arr]]
+    ok = twin_join >= 0
+    out[joins[ok]] = twin_join[ok]
+    its._pair_cache[key] = out
+    return out
+
+
+def _name_keys(graph: ExecutionGraph) -> np.ndarray:
+    """A name id per node comparable within one processor (names are interned per rank)."""
+    out = np.full(graph.n_nodes, -1, np.int64)
+    for t in graph.job.ranks:
+        nodes = np.flatnonzero((graph.rank == t.rank) & (graph.event >= 0))
+        out[nodes] = t.name[graph.event[nodes]]
+    return out
