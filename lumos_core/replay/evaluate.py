@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from lumos_core.graph.build import ExecutionGraph, NodeType
+from lumos_core.graph.model import ExecutionGraph, NodeType
 from lumos_core.progress import Progress, no_progress
 from lumos_core.replay.breakdown import iteration_windows
 from lumos_core.replay.holdout import holdout_graph

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from lumos_core.errors import GraphError
-from lumos_core.graph.build import NO_ANCHOR, EdgeKind, ExecutionGraph
+from lumos_core.graph.model import NO_ANCHOR, EdgeKind, ExecutionGraph
 from lumos_core.replay.twins import Iterations, twin_map
 
 NEVER = -(1 << 60)  # a lag that can never bind: the dependency is ignored

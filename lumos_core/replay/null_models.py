@@ -21,7 +21,7 @@ import dataclasses
 
 import numpy as np
 
-from lumos_core.graph.build import EdgeKind, ExecutionGraph, NodeType
+from lumos_core.graph.model import EdgeKind, ExecutionGraph, NodeType
 from lumos_core.replay.holdout import NEVER, HoldoutGraph
 from lumos_core.replay.twins import Iterations
 

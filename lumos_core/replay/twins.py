@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from lumos_core.graph.build import EdgeKind, ExecutionGraph, NodeType
+from lumos_core.graph.model import EdgeKind, ExecutionGraph, NodeType
 from lumos_core.replay.breakdown import Window, iteration_windows
 from lumos_core.trace.kineto_schema import profiler_step
 
