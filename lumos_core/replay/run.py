@@ -32,7 +32,7 @@ from lumos_core.replay.breakdown import (
 from lumos_core.replay.intervals import coverage
 from lumos_core.replay.simulate import binding_end_predecessor, binding_predecessor, simulate
 from lumos_core.trace.model import Job, Kind, RankTrace
-from lumos_core.trace.rank_analysis import _iterations
+from lumos_core.trace.rank_analysis import find_iterations
 
 _ACTIVITY = np.asarray([Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET], np.int8)
 
@@ -265,7 +265,7 @@ def predicted_rank(graph: ExecutionGraph, t: RankTrace, start: np.ndarray, end: 
             new_start[other_ev] = s_new
             new_end[other_ev] = e_new
     p = dataclasses.replace(t, start=new_start, dur=np.maximum(new_end - new_start, 0), warnings=[])
-    p.iterations = _iterations(p)
+    p.iterations = find_iterations(p)
     return p
 
 

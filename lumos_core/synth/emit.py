@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lumos_core.synth.plan import ROLE_PREV, ROLE_TP, CommDesc, KernelDesc
-from lumos_core.synth.timeline import RankSetup
+from lumos_core.synth.rank_setup import RankSetup
 from lumos_core.trace.model import CollectiveKind
 
 __all__ = ["STREAM_IDS", "Emitter", "RankIdentity"]

@@ -42,7 +42,8 @@ from lumos_core.synth.plan import (
     StagePlan,
     build_stage_plan,
 )
-from lumos_core.synth.timeline import InstanceTable, RankSetup, run_rank, simulate_collectives, unit_hash
+from lumos_core.synth.rank_setup import RankSetup
+from lumos_core.synth.timeline import InstanceTable, run_rank, simulate_collectives, unit_hash
 from lumos_core.trace.model import CollectiveKind
 
 __all__ = ["GENERATOR_VERSION", "SynthResult", "rank_file_name", "synthesize"]

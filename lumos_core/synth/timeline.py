@@ -34,7 +34,6 @@ from __future__ import annotations
 import random
 from collections import deque
 from collections.abc import Callable, Generator
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from lumos_core.errors import LumosError
@@ -52,8 +51,8 @@ from lumos_core.synth.plan import (
     OP_WAIT,
     ROLE_PREV,
     THREAD_MAIN,
-    StagePlan,
 )
+from lumos_core.synth.rank_setup import RankSetup
 from lumos_core.trace.model import CollectiveKind
 
 if TYPE_CHECKING:  # emit imports this module
@@ -88,23 +87,6 @@ def unit_hash(*values: int) -> float:
         z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK64
         x = z ^ (z >> 31)
     return (x >> 11) / float(1 << 53)
-
-
-@dataclass
-class RankSetup:
-    """Everything :func:`run_rank` needs about one rank (the plan is shared by its stage)."""
-
-    rank: int
-    plan: StagePlan
-    seed: int
-    iterations: int
-    comm_ns: list[int]  # nominal duration of each of the plan's comm descriptors on this rank
-    comm_kernel: list[str]  # NCCL kernel name of each comm descriptor on this rank
-    group_index: tuple[int, int]  # process-group index of the TP and DP roles
-    group_size: tuple[int, int]
-    peers: tuple[int, int]  # global rank of the previous and next pipeline stage (-1 if none)
-    start_ns: int  # when the rank starts its first profiled step
-    gpu_speed: float  # multiplies every kernel duration
 
 
 class InstanceTable:

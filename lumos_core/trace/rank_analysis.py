@@ -42,7 +42,7 @@ def analyse_rank(rank: RankTrace, flow_lanes: list[tuple[int, int]]) -> None:
     _link_launches(rank)
     _assign_roles(rank, comm_names)
     rank.collectives = _collectives(rank, comm_names)
-    rank.iterations = _iterations(rank)
+    rank.iterations = find_iterations(rank)
 
 
 def _nest(rank: RankTrace) -> None:
@@ -329,7 +329,7 @@ def _int32(v: Any) -> int:
     return i if -(2**31) <= i < 2**31 else -1
 
 
-def _iterations(rank: RankTrace) -> list[Iteration]:
+def find_iterations(rank: RankTrace) -> list[Iteration]:
     """Profiler steps: ``ProfilerStep#N`` on the CPU (outermost per N) and its GPU twin, if any."""
     step_of = [profiler_step(s) for s in rank.strings]
     named = np.asarray([s is not None for s in step_of], bool)

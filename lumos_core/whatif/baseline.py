@@ -10,7 +10,6 @@ give it. ``lumos estimate --show-baseline`` prints all of it.
 from __future__ import annotations
 
 import collections
-import re
 from typing import Any
 
 import numpy as np
@@ -20,27 +19,10 @@ from lumos_core.perf.hardware import get_gpu
 from lumos_core.trace.kernel_families import GEMM_OPS
 from lumos_core.trace.model import CollectiveKind, Job, Kind, RankTrace
 from lumos_core.whatif.config import Baseline, Inferred, JobConfig
+from lumos_core.whatif.layer_names import layer_index
+from lumos_core.whatif.segments import layer_count_from_kernels
 
 _P2P = (CollectiveKind.SEND, CollectiveKind.RECV, CollectiveKind.SEND_RECV)
-# Forward-layer annotations: "layer.3", "decoder.layers.3", "model.layers.3", "h.3", "blocks.3",
-# "nn.Module: Block_3" / "TransformerLayer_3" (with_modules). Backward copies end in ".backward".
-_LAYER_NAME = re.compile(
-    r"^(?:nn\.Module: )?(?:[\w.]*\.)?(?:layers?|h|blocks?|block)[._](\d+)$|^nn\.Module: \w*(?:Block|Layer)_(\d+)$"
-)
-
-
-def layer_index(name: str) -> int | None:
-    """The layer number in a forward-layer annotation name, else None.
-
-    >>> layer_index("decoder.layers.11"), layer_index("layer.0"), layer_index("nn.Module: Block_3")
-    (11, 0, 3)
-    >>> layer_index("decoder.layers.1.backward") is None
-    True
-    """
-    m = _LAYER_NAME.match(name)
-    if not m:
-        return None
-    return int(m.group(1) if m.group(1) is not None else m.group(2))
 
 
 def _role_from_desc(desc: str) -> str | None:
@@ -54,7 +36,7 @@ def _role_from_desc(desc: str) -> str | None:
     return None
 
 
-def _process_groups(job: Job) -> dict[str, dict[str, Any]]:
+def process_groups(job: Job) -> dict[str, dict[str, Any]]:
     """pg name -> {"ranks": [...], "desc": str} from every rank's distributedInfo and collectives."""
     groups: dict[str, dict[str, Any]] = {}
     for t in job.ranks:
@@ -92,7 +74,7 @@ def _collective_kinds_by_group(job: Job) -> dict[str, collections.Counter]:
 
 def group_roles(job: Job) -> tuple[dict[str, str], dict[str, str]]:
     """(pg name -> "tp"/"pp"/"dp"/"world", pg name -> how it was decided)."""
-    groups = _process_groups(job)
+    groups = process_groups(job)
     kinds = _collective_kinds_by_group(job)
     world = job.world_size
     roles: dict[str, str] = {}
@@ -238,7 +220,7 @@ def infer_baseline(job: Job, overrides: dict[str, Any] | None = None) -> Baselin
     notes: list[str] = []
     world = job.world_size
     roles, how = group_roles(job)
-    groups = _process_groups(job)
+    groups = process_groups(job)
     by_role: dict[str, list[list[int]]] = collections.defaultdict(list)
     for name, role in roles.items():
         if name in groups:
@@ -275,10 +257,6 @@ def infer_baseline(job: Job, overrides: dict[str, Any] | None = None) -> Baselin
         layers = layers * (pp if _stage_local_layer_numbers(job, pp) else 1)
         fields["layers"] = Inferred(layers, "inferred", layer_how)
     else:
-        from lumos_core.whatif.segments import (
-            layer_count_from_kernels,  # the repeated layer block of the kernel stream
-        )
-
         found = layer_count_from_kernels(job.ranks[0]) if pp == 1 else None
         if found:
             fields["layers"] = Inferred(

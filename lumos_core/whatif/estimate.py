@@ -150,8 +150,8 @@ def estimate(
     progress(0.45, "replaying the traced configuration")
     start0, end0 = simulate(graph)
     replayed_tl = [predicted_rank(graph, t, start0, end0) for t in job.ranks]
-    measured = _outcome(base, job.ranks)
-    replayed = _outcome(base, replayed_tl)
+    measured = outcome_of(base, job.ranks)
+    replayed = outcome_of(base, replayed_tl)
 
     progress(0.55, "rewriting the graph")
     notes: list[str] = []
@@ -208,7 +208,7 @@ def estimate(
             why[p.rank] = w
             old_dur[p.rank] = t.dur.copy()
         represents = {layout[r][0]: layout[r] for r in layout}
-    predicted = _outcome(config, timeline)
+    predicted = outcome_of(config, timeline)
     _note_cpu_bound(replayed, predicted, notes)
     progress(1.0, "estimate done")
     return EstimateResult(
@@ -253,7 +253,7 @@ def _lags(graph: ExecutionGraph, plan: RetimePlan) -> np.ndarray | None:
     return np.rint(graph.sp_lag * plan.lag_ratio).astype(np.int64)
 
 
-def _outcome(config: JobConfig, ranks: list[RankTrace]) -> Outcome:
+def outcome_of(config: JobConfig, ranks: list[RankTrace]) -> Outcome:
     """Steady-state iteration time and breakdown (see ESTIMATE_DEFINITION)."""
     per_rank: dict[int, float] = {}
     parts = np.zeros(4)

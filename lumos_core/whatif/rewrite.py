@@ -26,14 +26,14 @@ from lumos_core.graph.order import csr, kahn
 from lumos_core.perf import costs
 from lumos_core.perf.hardware import get_gpu
 from lumos_core.trace.model import CollectiveKind, Job, LaneRole, RankTrace
-from lumos_core.whatif.baseline import _process_groups, group_roles
+from lumos_core.whatif.baseline import group_roles, process_groups
 from lumos_core.whatif.config import Baseline, JobConfig
 from lumos_core.whatif.schedules import pipeline_steps
 from lumos_core.whatif.segments import Phase, segment_rank
 
 Key = tuple[int, int, int, int]  # (source stage, phase, layer, source microbatch)
 _P2P_LAUNCH_NS = 20_000  # CPU cost of issuing a send/recv (Megatron's p2p call), when not traced
-_PP_STREAM = 9001  # stream id of the synthetic pipeline send/recv stream
+PP_STREAM = 9001  # stream id of the synthetic pipeline send/recv stream
 _HANDOFF_NS = 10_000  # one thread resuming after another (Python -> autograd engine and back)
 _LAST_CPU = -1  # key of the program's latest CPU node in the per-processor "last" map
 _GLOO_LATENCY = 100e-6  # s per gloo all-reduce over loopback TCP
@@ -343,7 +343,7 @@ def _stage_of_ranks(job: Job, base: JobConfig) -> dict[int, int]:
     if base.pp <= 1:
         return {t.rank: 0 for t in job.ranks}
     roles, _ = group_roles(job)
-    groups = _process_groups(job)
+    groups = process_groups(job)
     out: dict[int, int] = {}
     for name, role in roles.items():
         if role == "pp" and name in groups:

@@ -15,7 +15,7 @@ import orjson
 from lumos_core.graph.model import EdgeKind, ExecutionGraph, NodeType
 from lumos_core.trace.model import Collectives, Kind, Lane, LaneRole, RankTrace
 from lumos_core.trace.rank_analysis import analyse_rank
-from lumos_core.whatif.rewrite import _PP_STREAM, Rewritten
+from lumos_core.whatif.rewrite import PP_STREAM, Rewritten
 
 _GPU = (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET)
 
@@ -191,11 +191,11 @@ def _make_lanes(sources: list[tuple[int, int]], by_rank: dict[int, RankTrace]) -
                     index=i,
                     is_gpu=True,
                     pid=device,
-                    tid=_PP_STREAM + 1,
-                    name=f"stream {_PP_STREAM + 1}",
+                    tid=PP_STREAM + 1,
+                    name=f"stream {PP_STREAM + 1}",
                     role=LaneRole.COMMUNICATION,
                     device=device,
-                    stream=_PP_STREAM + 1,
+                    stream=PP_STREAM + 1,
                 )
             )
             continue
@@ -205,11 +205,11 @@ def _make_lanes(sources: list[tuple[int, int]], by_rank: dict[int, RankTrace]) -
                     index=i,
                     is_gpu=True,
                     pid=device,
-                    tid=_PP_STREAM,
-                    name=f"stream {_PP_STREAM}",
+                    tid=PP_STREAM,
+                    name=f"stream {PP_STREAM}",
                     role=LaneRole.COMMUNICATION,
                     device=device,
-                    stream=_PP_STREAM,
+                    stream=PP_STREAM,
                 )
             )
             continue

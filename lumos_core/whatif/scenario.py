@@ -25,8 +25,7 @@ from lumos_core.replay.run import ReplayResult
 from lumos_core.replay.simulate import binding_end_predecessor, binding_predecessor
 from lumos_core.trace.model import CollectiveKind, Job, Kind, RankTrace
 from lumos_core.whatif.config import Baseline, JobConfig
-from lumos_core.whatif.estimate import ESTIMATE_DEFINITION, EstimateResult, Outcome
-from lumos_core.whatif.estimate import _outcome as _estimator_outcome
+from lumos_core.whatif.estimate import ESTIMATE_DEFINITION, EstimateResult, Outcome, outcome_of
 from lumos_core.whatif.retime import Retiming
 
 _ACTIVITY = np.asarray([Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET], np.int8)
@@ -165,11 +164,6 @@ def _breakdown_row(which: str, rank: str, o: Outcome) -> BreakdownRow:
         b.exposed_comm_ns / 1e6,
         b.other_ns / 1e6,
     )
-
-
-def outcome_of(config: JobConfig, ranks: list[RankTrace]) -> Outcome:
-    """Iteration time and breakdown of ``ranks`` by the estimator's definition (ESTIMATE_DEFINITION)."""
-    return _estimator_outcome(config, ranks)
 
 
 def traced_sources(job: Job, timeline: list[RankTrace]) -> list[int]:

@@ -23,7 +23,7 @@ import numpy as np
 
 from lumos_core.errors import ConfigError
 from lumos_core.trace.model import CollectiveKind, Kind, RankTrace
-from lumos_core.whatif.baseline import layer_index
+from lumos_core.whatif.layer_names import layer_index
 
 
 class Phase(IntEnum):
