@@ -271,7 +271,7 @@ def test_invalid_combinations_are_explained_before_running(win) -> None:
     panel.editors["pp"].setText("3")
     assert panel.problems_label.isVisibleTo(panel)
     text = panel.problems_label.text()
-    assert "needs at least 3 microbatches" in text
+    assert "microbatches" not in text  # 1F1B runs with fewer microbatches than stages (Megatron does)
     # the layer count: unknown to the trace, or inferred and not divisible by 3
     assert "--baseline-layers" in text or "do not divide into 3 pipeline stages" in text
     assert not panel.estimate_button.isEnabled()

@@ -127,7 +127,7 @@ def test_invalid_configurations_are_explained() -> None:
     assert problems(JobConfig(layers=10, pp=4, microbatches=8)) == [
         "10 layers do not divide into 4 pipeline stages evenly (try 8 or 12 layers)"
     ]
-    assert any("microbatches" in p for p in problems(JobConfig(pp=4, microbatches=2)))
+    assert problems(JobConfig(pp=4, microbatches=2)) == []  # 1F1B with fewer microbatches than stages
     assert any("unknown GPU" in p for p in problems(JobConfig(gpu="TPU9")))
     assert any("heads" in p for p in problems(JobConfig(heads=6, tp=4)))
     with pytest.raises(ConfigError):
@@ -293,10 +293,13 @@ def test_gpipe_schedule_is_slower_than_1f1b_only_by_memory_not_time(synth_base) 
 
 
 def test_pipeline_bubble_grows_with_stages(synth_base) -> None:
-    """Figure 7b's shape: more stages with the same microbatches add bubble (idle) time."""
+    """Figure 7b's shape: more stages with the same microbatches add bubble time. A stage waiting for
+    its neighbour sits in a posted NCCL receive, so the bubble shows as exposed communication (as
+    in the synthesised PP=4 job itself), or as idle time where nothing was posted."""
     t4 = estimate(synth_base, {"pp": 4}).predicted
     t2 = estimate(synth_base, {}).predicted
-    assert t4.breakdown.other_ns >= t2.breakdown.other_ns
+    waiting = lambda b: b.other_ns + b.exposed_comm_ns  # noqa: E731
+    assert waiting(t4.breakdown) >= waiting(t2.breakdown)
     per_gpu_work_4 = t4.breakdown.exposed_compute_ns + t4.breakdown.overlapped_ns
     per_gpu_work_2 = t2.breakdown.exposed_compute_ns + t2.breakdown.overlapped_ns
     assert per_gpu_work_4 < per_gpu_work_2  # each stage holds half the layers

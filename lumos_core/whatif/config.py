@@ -160,11 +160,6 @@ def problems(config: JobConfig, baseline: Baseline | None = None) -> list[str]:
             f"{config.layers} layers do not divide into {config.pp} pipeline stages evenly "
             f"(try {config.layers - config.layers % config.pp or config.pp} or {config.layers + config.pp - config.layers % config.pp} layers)"
         )
-    if config.pp > 1 and config.microbatches < config.pp and config.schedule == "1f1b":
-        out.append(
-            f"1F1B with {config.pp} stages needs at least {config.pp} microbatches to fill the pipeline "
-            f"(got {config.microbatches})"
-        )
     if config.heads is not None and config.heads % config.tp:
         out.append(f"{config.heads} attention heads do not split over TP {config.tp}")
     if config.hidden is not None and config.heads is not None and config.hidden % config.heads:

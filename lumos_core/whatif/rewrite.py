@@ -162,8 +162,19 @@ def build_rewritten(
             )
         grad_sync_bytes = (L1 * layer_params + nonlayer_params) * (4 if cpu_only else 2)
     act_bytes = _activation_bytes(base, config)
-    inter = config.tp * config.dp >= gpu.gpus_per_node
-    p2p_ns = int(costs.collective_time(CollectiveKind.SEND, act_bytes, 2, gpu, inter_node=inter) * 1e9)
+    # A transfer between stages s and s+1 crosses nodes when their first ranks (s x TP x DP apart,
+    # Megatron's order) sit on different nodes.
+    stage_ranks = config.tp * config.dp
+    gpn = gpu.gpus_per_node
+    p2p_ns_of = {
+        inter: int(costs.collective_time(CollectiveKind.SEND, act_bytes, 2, gpu, inter_node=inter) * 1e9)
+        for inter in (False, True)
+    }
+
+    def p2p_ns_between(stage: int) -> int:
+        return p2p_ns_of[(stage * stage_ranks) // gpn != ((stage + 1) * stage_ranks) // gpn]
+
+    p2p_ns = max(p2p_ns_between(s) for s in range(max(P1 - 1, 1)))
     n_iter = min(3, max(len(by_rank[reps[0]].iterations), 1))
     new_rank_of = {s: s * config.tp * config.dp for s in range(P1)}
     lanes: dict[int, list[tuple[int, int]]] = {}
@@ -223,7 +234,7 @@ def build_rewritten(
                         lane_of(-1, -1),
                         compute_proc,
                         [x[0] for x in item[1]],
-                        p2p_ns,
+                        [p2p_ns_between(s if x[1] == "next" else s - 1) for x in item[1]],
                         last,
                         blocking,
                     )
@@ -265,7 +276,7 @@ def build_rewritten(
     if P1 != P0 or base.microbatches != M1:
         notes.append(
             f"pipeline rebuilt: {P1} stage(s) x {L1 // P1} layers, {M1} microbatches, {config.schedule}; "
-            f"send/recv of {act_bytes / 2**20:.1f} MiB per microbatch ({p2p_ns / 1000:.0f} µs, alpha-beta)"
+            f"send/recv of {act_bytes / 2**20:.1f} MiB per microbatch (up to {p2p_ns / 1000:.0f} µs)"
         )
     if L1 != L0:
         notes.append(
@@ -570,7 +581,7 @@ def _emit_p2p_group(
     gpu_proc: int,
     compute_proc: int,
     ops: list[str],
-    ns: int,
+    ns: list[int],
     last: dict,
     blocking: bool,
 ) -> list[int]:
@@ -593,7 +604,7 @@ def _emit_p2p_group(
         _chain(b, arrive, 0, last)
         if compute_proc in last:  # PyTorch makes the NCCL stream wait for the current stream first
             b.sp.append((last[compute_proc], arrive, 0, True, int(EdgeKind.EVENT_WAIT)))
-        xfer = b.add(-1, -1, nr, NodeType.GPU, gpu_proc, ns, -1, op)
+        xfer = b.add(-1, -1, nr, NodeType.GPU, gpu_proc, ns[i], -1, op)
         b.arrive_of[xfer] = arrive
         last[gpu_proc] = xfer
         arrives.append(arrive)

@@ -42,8 +42,13 @@ def typical_launch_latency(job: Job) -> int:
         if len(act) == 0:
             continue
         launch = t.launch[act]
-        lat = t.start[act] - (t.start[launch] + t.dur[launch])
-        idle = t.start[act] - previous_end_on_stream(t, act) > QUEUED_GAP_NS
+        launch_end = t.start[launch] + t.dur[launch]
+        lat = t.start[act] - launch_end
+        prev_end = previous_end_on_stream(t, act)
+        # Idle when the launch returned, not merely a gap before the kernel: on a GPU-bound trace a
+        # kernel launched long ahead that then waits for another stream (an NCCL event) shows a
+        # gap too, and its "latency" would be the whole queue (hundreds of ms).
+        idle = (t.start[act] - prev_end > QUEUED_GAP_NS) & (prev_end <= launch_end)
         samples.append(lat[idle & (lat >= 0)])
     sample = np.concatenate(samples) if samples else np.zeros(0, np.int64)
     return int(np.percentile(sample, 20)) if len(sample) else 2_000
