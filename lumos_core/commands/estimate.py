@@ -11,9 +11,10 @@ import orjson
 from lumos_core.commands.common import add_load_arguments, load_from_args, terminal_progress
 from lumos_core.trace.loader import load_job
 from lumos_core.whatif.baseline import infer_baseline
-from lumos_core.whatif.config import KNOBS, JobConfig, check
-from lumos_core.whatif.estimate import EstimateResult, estimate
+from lumos_core.whatif.config import KNOBS, RECOMPUTE_MODES, JobConfig, check
+from lumos_core.whatif.estimate import EstimateResult, estimate, predict_memory_or_note
 from lumos_core.whatif.export import write_job
+from lumos_core.whatif.memory_model import MemoryPrediction
 from lumos_core.whatif.schedules import SCHEDULES
 
 DESCRIPTION = """Predict the iteration time, breakdown and timeline of a configuration that was never
@@ -27,7 +28,12 @@ given with --baseline-<knob>.
 Examples:
   lumos estimate traces/ --dp 16
   lumos estimate traces/ --pp 4 --microbatches 16 --schedule 1f1b
-  lumos estimate traces/ --gpu H200 --out predicted/"""
+  lumos estimate traces/ --gpu H200 --out predicted/
+  lumos estimate traces/ --tp 8 --pp 12 --gpu A100 --recompute full
+
+Every estimate also predicts peak memory per rank (weights, gradients, optimizer states,
+activations of the microbatches in flight, and a constant calibrated on the trace's memory
+records when it has them) against the GPU's capacity, and flags a configuration that does not fit."""
 
 _INT_KNOBS = ("dp", "tp", "pp", "microbatches", "layers", "hidden", "ffn", "heads", "seq", "micro_batch")
 
@@ -40,6 +46,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--schedule", choices=SCHEDULES, default=None, help="pipeline schedule")
     g.add_argument(
         "--gpu", default=None, help="GPU profile: H100 (default of the trace), H200, A100, B200, V100"
+    )
+    g.add_argument(
+        "--recompute",
+        choices=RECOMPUTE_MODES,
+        default=None,
+        help="activation recomputation (memory model): none, selective (attention core), full",
+    )
+    g.add_argument(
+        "--zero",
+        type=int,
+        choices=(0, 1, 2, 3),
+        default=None,
+        help="distributed optimizer / ZeRO stage: 1 shards optimizer states over DP, 2 + grads, 3 + weights",
     )
     g.add_argument("--nvlink-gbps", type=float, default=None, dest="nvlink_gbps", help="NVLink GB/s per GPU")
     g.add_argument(
@@ -62,6 +81,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--force", action="store_true", help="replace DIR if it exists")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument(
+        "--memory-only",
+        action="store_true",
+        help="predict peak memory only (no graph rewrite or replay: instant, for large layouts)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -77,9 +101,14 @@ def run(args: argparse.Namespace) -> int:
         else:
             print(format_baseline(baseline))
         return 0
-    changes = {k: getattr(args, k) for k in (*_INT_KNOBS, "schedule", "gpu", "nvlink_gbps", "network_gbps")}
+    changes = {
+        k: getattr(args, k)
+        for k in (*_INT_KNOBS, "schedule", "gpu", "nvlink_gbps", "network_gbps", "recompute", "zero")
+    }
     config = baseline.config.with_changes(**changes)
     check(config, baseline)
+    if args.memory_only:
+        return _memory_only(job, baseline, config, args.json)
     result = estimate(job, config, baseline=baseline, progress=terminal_progress(not args.quiet))
     if args.out is not None:
         write_job(
@@ -100,6 +129,18 @@ def run(args: argparse.Namespace) -> int:
         )
     else:
         print(format_estimate(result, args.out))
+    return 0
+
+
+def _memory_only(job, baseline, config: JobConfig, as_json: bool) -> int:  # type: ignore[no-untyped-def]
+    notes: list[str] = []
+    memory = predict_memory_or_note(job, baseline, config, notes)
+    if as_json:
+        d = {"config": config.as_dict(), "memory": memory.as_dict() if memory else None, "notes": notes}
+        sys.stdout.write(orjson.dumps(d, option=orjson.OPT_INDENT_2).decode() + "\n")
+    else:
+        print(f"configuration {config.label()} ({config.world_size} GPUs) [{config.label(baseline.config)}]")
+        print("\n".join(format_memory(memory)[1:] + [f"note: {n}" for n in notes]))
     return 0
 
 
@@ -140,8 +181,38 @@ def format_estimate(r: EstimateResult, out: Path | None) -> str:
         lines.append(
             f"  {x['count']:>7} x {x['what']}: {x['model']}" + (f" [{x['detail']}]" if x["detail"] else "")
         )
+    lines.extend(format_memory(r.memory))
+    lines.append("")
     lines.extend(f"note: {n}" for n in d["notes"])
     lines.append(f"definition: {d['definition']}")
     if out is not None:
         lines.append(f"predicted timeline written to {out} ({r.world_size} rank files)")
     return "\n".join(lines)
+
+
+def _gib(b: int) -> str:
+    return f"{b / 2**30:,.2f} GiB" if abs(b) >= 2**30 else f"{b / 2**20:,.1f} MiB"
+
+
+def format_memory(m: MemoryPrediction | None) -> list[str]:
+    """Predicted peak memory per rank (one line per pipeline stage) against the GPU's capacity."""
+    if m is None:
+        return ["", "memory: not predicted (see notes)"]
+    verdict = "fits" if m.fits else "DOES NOT FIT"
+    lines = [
+        "",
+        f"memory: predicted peak {_gib(m.peak_bytes)} per rank (stage {m.peak.stage}) of {m.gpu} capacity "
+        f"{_gib(m.capacity_bytes)}: {verdict}",
+        "  stage  ranks            in flight       peak   params    grads  optimizer  activations     other",
+    ]
+    for s in m.stages:
+        p = s.parts
+        flag = "" if s.peak_bytes <= m.capacity_bytes else "  out of memory"
+        lines.append(
+            f"  {s.stage:>5}  {s.ranks[0]:>6}-{s.ranks[1]:<8} {s.in_flight:>9} {_gib(s.peak_bytes):>10} "
+            f"{_gib(p.params):>8} {_gib(p.grads):>8} {_gib(p.optimizer):>10} {_gib(p.activations):>12} "
+            f"{_gib(p.other):>9}{flag}"
+        )
+    lines.append(f"  {m.calibration}")
+    lines.extend(f"  note: {n}" for n in m.notes)
+    return lines

@@ -32,7 +32,11 @@ KNOBS: dict[str, str] = {
     "gpu": "--gpu",
     "nvlink_gbps": "--nvlink-gbps",
     "network_gbps": "--network-gbps",
+    "recompute": "--recompute",
+    "zero": "--zero",
 }
+# Activation recomputation (Korthikanti et al. 2022): none, selective (attention core) or full.
+RECOMPUTE_MODES = ("none", "selective", "full")
 
 
 @dataclass(frozen=True)
@@ -53,6 +57,8 @@ class JobConfig:
     gpu: str = "H100"
     nvlink_gbps: float | None = None  # per-GPU NVLink bus bandwidth override (GB/s)
     network_gbps: float | None = None  # per-GPU inter-node bandwidth override (GB/s)
+    recompute: str = "none"  # activation recomputation: none, selective, full (memory model)
+    zero: int = 0  # distributed optimizer / ZeRO stage: 1 optimizer states, 2 + grads, 3 + weights over DP
 
     @property
     def world_size(self) -> int:
@@ -93,6 +99,8 @@ class JobConfig:
             "schedule": "",
             "nvlink_gbps": "NVLink GB/s",
             "network_gbps": "network GB/s",
+            "recompute": "recompute",
+            "zero": "ZeRO",
         }
         parts = []
         for f in dataclasses.fields(self):
@@ -143,6 +151,10 @@ def problems(config: JobConfig, baseline: Baseline | None = None) -> list[str]:
         v = getattr(config, name)
         if v is not None and (not isinstance(v, int) or v < 1):
             out.append(f"{name} must be a whole number >= 1 (got {v!r})")
+    if config.recompute not in RECOMPUTE_MODES:
+        out.append(f"unknown recompute mode {config.recompute!r}: use {', '.join(RECOMPUTE_MODES)}")
+    if not isinstance(config.zero, int) or not 0 <= config.zero <= 3:
+        out.append(f"zero must be a ZeRO stage 0-3 (got {config.zero!r})")
     if config.schedule not in SCHEDULES:
         out.append(f"unknown schedule {config.schedule!r}: use {' or '.join(SCHEDULES)}")
     try:

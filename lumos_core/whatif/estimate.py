@@ -36,6 +36,8 @@ from lumos_core.replay.simulate import simulate
 from lumos_core.trace.model import Job, RankTrace
 from lumos_core.whatif.baseline import infer_baseline
 from lumos_core.whatif.config import Baseline, JobConfig, check
+from lumos_core.whatif.memory_calibration import predict_for_job
+from lumos_core.whatif.memory_model import MemoryPrediction
 from lumos_core.whatif.retime import RetimePlan, Retiming, comm_model_from_trace, plan_retiming
 
 ESTIMATE_DEFINITION = (
@@ -79,6 +81,7 @@ class EstimateResult:
     old_dur: dict[int, np.ndarray]  # simulated rank -> per event: its measured duration (ns)
     seconds: float
     notes: list[str] = field(default_factory=list)
+    memory: MemoryPrediction | None = None  # None when the model shape is unknown
 
     def explain(self, rank: int, event: int) -> str:
         """Why a predicted task lasts what it lasts (for the app's details panel)."""
@@ -120,6 +123,7 @@ class EstimateResult:
             "retimed": [r.as_dict() for r in self.retimed],
             "seconds": round(self.seconds, 3),
             "notes": self.notes,
+            "memory": self.memory.as_dict() if self.memory is not None else None,
         }
 
 
@@ -210,6 +214,7 @@ def estimate(
         represents = {layout[r][0]: layout[r] for r in layout}
     predicted = outcome_of(config, timeline)
     _note_cpu_bound(replayed, predicted, notes)
+    memory = predict_memory_or_note(job, baseline, config, notes)
     progress(1.0, "estimate done")
     return EstimateResult(
         baseline=baseline,
@@ -224,7 +229,19 @@ def estimate(
         old_dur=old_dur,
         seconds=time.perf_counter() - t0,
         notes=notes,
+        memory=memory,
     )
+
+
+def predict_memory_or_note(
+    job: Job, baseline: Baseline, config: JobConfig, notes: list[str]
+) -> MemoryPrediction | None:
+    """The memory prediction of ``config``, or None with a note when the model shape is unknown."""
+    try:
+        return predict_for_job(job, baseline, config)
+    except ValueError as exc:
+        notes.append(f"no memory prediction: {exc} (give it with --baseline-<knob>)")
+        return None
 
 
 def _note_cpu_bound(replayed: Outcome, predicted: Outcome, notes: list[str]) -> None:

@@ -13,9 +13,21 @@ from typing import Any
 from lumos_core.errors import ConfigError
 from lumos_core.whatif.config import KNOBS
 
-INT_KNOBS = ("dp", "tp", "pp", "microbatches", "layers", "hidden", "ffn", "heads", "seq", "micro_batch")
+INT_KNOBS = (
+    "dp",
+    "tp",
+    "pp",
+    "microbatches",
+    "layers",
+    "hidden",
+    "ffn",
+    "heads",
+    "seq",
+    "micro_batch",
+    "zero",
+)
 FLOAT_KNOBS = ("nvlink_gbps", "network_gbps")
-TEXT_KNOBS = ("schedule", "gpu")
+TEXT_KNOBS = ("schedule", "gpu", "recompute")
 
 # Baseline values a user may give when the trace cannot tell them (as ``lumos estimate
 # --baseline-<knob>``): model shape and pipeline structure, never the parallelism it was run with.
