@@ -252,21 +252,48 @@ def predicted_rank(graph: ExecutionGraph, t: RankTrace, start: np.ndarray, end: 
                 continue
             ms = t.start[task_ev]
             me = ms + t.dur[task_ev]
-            shift_s = new_start[task_ev] - ms
             order_e = np.argsort(me, kind="stable")
             me_sorted = me[order_e]
-            shift_e = (new_end[task_ev] - me)[order_e]
+            ne_sorted = new_end[task_ev][order_e]
+            ns = new_start[task_ev]
             os_ = t.start[other_ev]
             oe = os_ + t.dur[other_ev]
-            k = np.minimum(np.searchsorted(ms, os_, side="left"), len(ms) - 1)  # next task on the lane
-            k2 = np.maximum(np.searchsorted(me_sorted, oe, side="right") - 1, 0)  # last task ended by then
-            s_new = os_ + shift_s[k]
-            e_new = np.maximum(oe + shift_e[k2], s_new)
+            s_new = _map_into_gaps(os_, ms, ns, me_sorted, ne_sorted)
+            e_new = np.maximum(_map_into_gaps(oe, ms, ns, me_sorted, ne_sorted), s_new)
             new_start[other_ev] = s_new
             new_end[other_ev] = e_new
     p = dataclasses.replace(t, start=new_start, dur=np.maximum(new_end - new_start, 0), warnings=[])
     p.iterations = find_iterations(p)
     return p
+
+
+def _map_into_gaps(
+    x: np.ndarray, ms: np.ndarray, ns: np.ndarray, me_sorted: np.ndarray, ne_sorted: np.ndarray
+) -> np.ndarray:
+    """New times of the points ``x`` of a lane that fall between its tasks (an operator's start or
+    end around the tasks it contains). Each lies in the gap from the last task ended by then to the
+    next task starting; the gap is stretched or shrunk like the replay did, and the point keeps its
+    relative place in it. An operator that does its work after its last child (common on CPU)
+    therefore keeps that work when the work is re-timed. ``ms``/``ns``: measured/new task starts
+    (ascending); ``me_sorted``/``ne_sorted``: measured/new task ends, by measured end."""
+    nxt = np.searchsorted(ms, x, side="left")  # first task starting at or after x
+    prv = np.searchsorted(me_sorted, x, side="right") - 1  # last task ended by x
+    has_n = nxt < len(ms)
+    has_p = prv >= 0
+    k = np.minimum(nxt, len(ms) - 1)
+    j = np.maximum(prv, 0)
+    by_next = x + (ns[k] - ms[k])
+    by_prev = x + (ne_sorted[j] - me_sorted[j])
+    out = np.where(has_n, by_next, by_prev)
+    both = has_n & has_p
+    if both.any():
+        g_old = (ms[k] - me_sorted[j]).astype(np.float64)
+        g_new = (ns[k] - ne_sorted[j]).astype(np.float64)
+        ok = both & (g_old > 0) & (g_new >= 0)
+        frac = np.where(ok, (x - me_sorted[j]) / np.where(g_old > 0, g_old, 1.0), 0.0)
+        interp = ne_sorted[j] + np.rint(frac * g_new).astype(np.int64)
+        out = np.where(ok, interp, out)
+    return out
 
 
 def _compare(
