@@ -148,37 +148,77 @@ def rewritten_timelines(
         # Operators and annotations around copied tasks move with them.
         row_start = np.asarray(rows.start, np.int64)
         row_end = row_start + np.asarray(rows.dur, np.int64)
-        for (_inst, r, p), members in desc.items():
+        for (_inst, r, p), all_members in desc.items():
             src = by_rank[r]
             if src.strings[int(src.name[p])].startswith("ProfilerStep#"):
                 continue
-            m = np.asarray(members)
-            s_new = row_start[m]
-            e_new = row_end[m]
-            first, lastm = int(m[np.argmin(s_new)]), int(m[np.argmax(e_new)])
-            node_first = rows.node[first]
-            node_last = rows.node[lastm]
-            lead = int(g.measured_start[node_first]) - int(src.start[p]) if node_first >= 0 else 0
-            tail = int(src.start[p] + src.dur[p]) - int(g.measured_end[node_last]) if node_last >= 0 else 0
-            s0 = int(s_new.min()) - max(lead, 0)
-            e0 = int(e_new.max()) + max(tail, 0)
-            rows.add(
-                int(src.kind[p]),
-                src.strings[int(src.cat[p])],
-                src.strings[int(src.name[p])],
-                rows.lane[first],
-                s0,
-                e0 - s0,
-                -1,
-                int(src.external_id[p]),
-                rows.args_ref(src, p),
-                -1,
-            )
+            for m in _copies(all_members, row_start, rows.node, g):
+                _add_parent(rows, g, src, p, m, row_start, row_end)
         _add_steps(rows, rw, nr, start, end, lanes)
         t, order = _assemble(nr, rows, lanes, by_rank)
         node_of_rows[nr] = np.asarray(rows.node, np.int64)[order]
         out.append(t)
     return out, node_of_rows
+
+
+def _copies(
+    members: list[int], row_start: np.ndarray, row_node: list[int], g: ExecutionGraph
+) -> list[np.ndarray]:
+    """Split the rows under one source operator into its copies: a rebuilt job repeats a traced
+    operator (every iteration, microbatch or layer built from it), and each copy holds each of the
+    source's tasks once, so a copy ends where a source task comes round again (in time order)."""
+    m = np.asarray(members)
+    m = m[np.argsort(row_start[m], kind="stable")]
+    out: list[np.ndarray] = []
+    seen: set[int] = set()
+    begin = 0
+    for i, row in enumerate(m.tolist()):
+        node = row_node[row]
+        src_event = int(g.event[node]) if node >= 0 else -1 - row
+        if src_event in seen:
+            out.append(m[begin:i])
+            seen = set()
+            begin = i
+        seen.add(src_event)
+    out.append(m[begin:])
+    return out
+
+
+def _add_parent(
+    rows: _Rows,
+    g: ExecutionGraph,
+    src: RankTrace,
+    p: int,
+    m: np.ndarray,
+    row_start: np.ndarray,
+    row_end: np.ndarray,
+) -> None:
+    """One copy of the source operator ``p`` around its copied task rows ``m``."""
+    s_new = row_start[m]
+    e_new = row_end[m]
+    first, lastm = int(m[np.argmin(s_new)]), int(m[np.argmax(e_new)])
+    node_first = rows.node[first]
+    node_last = rows.node[lastm]
+    # The operator's own time before its first and after its last task, as traced (from the source
+    # events: a rebuilt graph's measured times are those of the copies, on another time base).
+    e_first = int(g.event[node_first]) if node_first >= 0 else -1
+    e_last = int(g.event[node_last]) if node_last >= 0 else -1
+    lead = int(src.start[e_first]) - int(src.start[p]) if e_first >= 0 else 0
+    tail = int(src.start[p] + src.dur[p]) - int(src.start[e_last] + src.dur[e_last]) if e_last >= 0 else 0
+    s0 = int(s_new.min()) - max(lead, 0)
+    e0 = int(e_new.max()) + max(tail, 0)
+    rows.add(
+        int(src.kind[p]),
+        src.strings[int(src.cat[p])],
+        src.strings[int(src.name[p])],
+        rows.lane[first],
+        s0,
+        e0 - s0,
+        -1,
+        int(src.external_id[p]),
+        rows.args_ref(src, p),
+        -1,
+    )
 
 
 def _make_lanes(sources: list[tuple[int, int]], by_rank: dict[int, RankTrace]) -> list[Lane]:
