@@ -1,4 +1,4 @@
-"""The headless command line: ``lumos inspect|replay|estimate|sweep|comm|synth``.
+"""The headless command line: ``lumos inspect|replay|estimate|sweep|comm|diff|validate|synth``.
 
 Each subcommand lives in ``lumos_core/commands/<name>.py`` and provides ``add_arguments(parser)``
 and ``run(args) -> int``. Errors that Lumos raises on purpose (:class:`LumosError`) are printed as
@@ -21,6 +21,8 @@ COMMANDS: dict[str, str] = {
     "estimate": "predict a configuration that was never run (DP/TP/PP, microbatches, model size, GPU)",
     "sweep": "estimate every configuration of a grid of knobs (local process pool or Ray), resumable CSV",
     "comm": "predict one NCCL collective's time, algorithm and protocol on a given cluster",
+    "diff": "compare two measured jobs: iteration, breakdown, kernels, collectives, knobs that differ",
+    "validate": "predict measured job B from job A (the knobs that differ) and report the errors",
     "synth": "generate a SYNTHETIC Megatron-style trace folder (demos, tests, scale benchmarks)",
 }
 
