@@ -24,7 +24,7 @@ from lumos_core.perf.costs import bus_factor
 from lumos_core.replay.breakdown import activity, breakdown, iteration_windows
 from lumos_core.trace.kernel_families import Family, event_families
 from lumos_core.trace.model import GPU_ACTIVITY_KINDS, CollectiveKind, Kind, RankTrace
-from lumos_core.whatif.retime import cpu_op_families
+from lumos_core.whatif.retime.families import cpu_op_families
 
 BREAKDOWN_KEYS = ("exposed_compute_us", "overlapped_us", "exposed_comm_us", "idle_us")
 SUMMARY_DEFINITION = (
