@@ -21,7 +21,7 @@ from lumos_core.perf.hardware import get_gpu
 from lumos_core.progress import Progress, no_progress
 from lumos_core.trace.model import Job
 from lumos_core.whatif.config import check
-from lumos_core.whatif.estimate import EstimateResult, estimate, outcome
+from lumos_core.whatif.estimate import EstimateResult, estimate, outcome_of
 
 # Knobs that ``lumos estimate`` models (the device is modelled as the ``gpu`` knob when both
 # devices are known GPU profiles).
@@ -230,7 +230,7 @@ def validate_jobs(
     check(config, a.baseline)
     result = estimate(job_a, config, baseline=a.baseline, progress=progress)
     predicted = summarize(result.timeline, "predicted", gpu=a.summary.gpu, shapes=False)
-    measured = outcome(b.baseline.config, job_b.ranks)
+    measured = outcome_of(b.baseline.config, job_b.ranks)
     notes += list(pair.notes)
     return Validation(
         pair=pair,
