@@ -16,7 +16,7 @@ from conftest import needs_shared, run_lumos, shared
 
 from lumos_core.graph.build import build_graph
 from lumos_core.replay.evaluate import evaluate_holdout
-from lumos_core.replay.holdout import NEVER, holdout_graph
+from lumos_core.replay.holdout import NEVER, group_median, holdout_graph
 from lumos_core.replay.null_models import NULL_MODELS
 from lumos_core.replay.simulate import simulate
 from lumos_core.replay.twins import iterations_of, twin_map
@@ -66,7 +66,7 @@ def test_holdout_report_on_a_recorded_cpu_job(cpu_graph) -> None:
     rep = evaluate_holdout(cpu_graph)
     assert rep.available and rep.reason is None
     d = rep.holdout_dict()
-    assert d["iterations"] == 5
+    assert d["iterations"] == 5  # all five steps run the same program
     assert d["mean_abs_error_pct"] is not None
     assert d["gpu_start_error_us"] is None  # a CPU-only job has no GPU task to start
     nulls = rep.null_models_dict()
@@ -145,3 +145,11 @@ def test_holdout_gpu_start_median_target(which, request) -> None:
     if median > 50:
         pytest.xfail(f"{which}: hold-out GPU start median {median} µs misses the 50 µs target")
     assert median <= 50
+
+
+def test_votes_are_grouped_by_dependency_with_their_median() -> None:
+    keys = [np.array([1, 1, 1, 2, 2]), np.array([5, 5, 5, 6, 6])]
+    _rep, count, median = group_median(keys, np.array([3, 1, 2, 9, 7]))
+    assert count.tolist() == [3, 2]
+    assert median.tolist() == [2, 8]
+    assert group_median(keys, np.array([3, 1, 2, 9, 7]), lowest=True)[2].tolist() == [1, 7]

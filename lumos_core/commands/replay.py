@@ -49,13 +49,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=None,
         help=f"hold-out replay and null models (default: on up to {HOLDOUT_DEFAULT_LIMIT:,} tasks)",
     )
+    p.add_argument(
+        "--holdout-cpu",
+        choices=["measured", "learned"],
+        default="measured",
+        help="hold-out: the CPU work between a thread's calls is the held-out iteration's own "
+        "(measured, default) or learned from the other iterations like every lag (learned)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     scale = parse_scale(args.scale)
     job = load_from_args(args, load_job)
     result = replay(job, scale=scale, progress=terminal_progress(not args.quiet))
-    holdout = _holdout(result, args.holdout)
+    holdout = _holdout(result, args.holdout, args.holdout_cpu)
     if args.iteration is not None:
         _keep_iteration(result, args.iteration)
     if args.json:
@@ -70,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _holdout(result: ReplayResult, wanted: bool | None) -> HoldoutReport:
+def _holdout(result: ReplayResult, wanted: bool | None, cpu_work: str = "measured") -> HoldoutReport:
     if wanted is False:
         return unavailable("not computed (--no-holdout)")
     if wanted is None and result.graph.n_tasks > HOLDOUT_DEFAULT_LIMIT:
@@ -78,7 +85,7 @@ def _holdout(result: ReplayResult, wanted: bool | None) -> HoldoutReport:
             f"not computed by default above {HOLDOUT_DEFAULT_LIMIT:,} tasks "
             f"({result.graph.n_tasks:,} here): add --holdout"
         )
-    return evaluate_holdout(result.graph)
+    return evaluate_holdout(result.graph, cpu_work=cpu_work)
 
 
 def format_accuracy(result: ReplayResult, holdout: HoldoutReport) -> str:

@@ -1,6 +1,7 @@
 """Accuracy that means something: the hold-out replay and the null models, on the same iterations.
 
-For every iteration *k* that has at least one other iteration to learn from, the hold-out graph of
+For every steady-state iteration *k* (one that runs the same program as another iteration, see
+:func:`~lumos_core.replay.twins.steady_iterations`), the hold-out graph of
 *k* (:mod:`lumos_core.replay.holdout`) and the null models (:mod:`lumos_core.replay.null_models`)
 are replayed, and compared with *k*'s measured iteration time (per rank) and GPU task starts:
 
@@ -31,13 +32,15 @@ from lumos_core.replay.null_models import (
 )
 from lumos_core.replay.run import predicted_rank
 from lumos_core.replay.simulate import simulate
-from lumos_core.replay.twins import Iterations, iterations_of
+from lumos_core.replay.twins import STEADY_MATCH, Iterations, iterations_of, steady_iterations
 
 HOLDOUT_DEFINITION = (
     "hold-out: each iteration k is replayed from a graph whose dependencies, lags and collective "
     "transfer times were learned from the other iterations only (tasks matched by their place on "
     "their thread/stream); earlier iterations keep their measured times; k's own measured task "
-    "durations are used, including the CPU work between a thread's calls"
+    "durations are used, including the CPU work between a thread's calls (with --holdout-cpu "
+    "learned that CPU work is learned from the other iterations too); iterations are held out when "
+    "they run the same program as another one (steady state: 95 % of their tasks have a twin)"
 )
 IN_SAMPLE_DEFINITION = (
     "in-sample: the graph is calibrated on every iteration, the ones it replays included (close to "
@@ -85,6 +88,8 @@ class HoldoutReport:
     untwinned_tasks: int = 0
     tasks: int = 0
     dropped_dependencies: int = 0
+    not_steady: list[str] = field(default_factory=list)  # iterations not held out (see steady_iterations)
+    cpu_work: str = "measured"
 
     def holdout_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {
@@ -101,6 +106,8 @@ class HoldoutReport:
         d["definition"] = HOLDOUT_DEFINITION
         d["tasks_without_twin"] = self.untwinned_tasks
         d["tasks"] = self.tasks
+        d["not_steady_state"] = self.not_steady
+        d["cpu_work"] = self.cpu_work
         return d
 
     def null_models_dict(self) -> dict[str, Any]:
@@ -112,8 +119,11 @@ def unavailable(reason: str) -> HoldoutReport:
     return HoldoutReport(False, reason, [], Score(), {m: Score() for m in NULL_MODELS})
 
 
-def evaluate_holdout(graph: ExecutionGraph, *, progress: Progress = no_progress) -> HoldoutReport:
-    """Hold-out replay of every iteration that has another one to learn from, with the null models."""
+def evaluate_holdout(
+    graph: ExecutionGraph, *, cpu_work: str = "measured", progress: Progress = no_progress
+) -> HoldoutReport:
+    """Hold-out replay of every steady-state iteration, with the null models. ``cpu_work``: the CPU
+    work between a thread's tasks is k's own (``measured``) or learned like the lags (``learned``)."""
     its = iterations_of(graph)
     if its.count == 0:
         return unavailable("the trace has no ProfilerStep#N iterations to hold out")
@@ -122,12 +132,19 @@ def evaluate_holdout(graph: ExecutionGraph, *, progress: Progress = no_progress)
             f"the trace has one iteration ({its.names[0]}): hold-out needs at least two, one to learn "
             "from and one to predict"
         )
+    steady, share = steady_iterations(graph, its)
+    if not steady:
+        return unavailable(
+            f"no steady-state iteration: in every one of the {its.count} iterations more than "
+            f"{100 * (1 - STEADY_MATCH):.0f} % of the tasks appear in no other iteration "
+            f"(best share with a twin: {100 * max(share.values()):.1f} %)"
+        )
     lumos = Score()
     nulls = {m: Score() for m in NULL_MODELS}
     untwinned = tasks = dropped = 0
-    for k in range(its.count):
-        progress(k / its.count, f"hold-out replay of {its.names[k]}")
-        h = holdout_graph(graph, its, k)
+    for i, k in enumerate(steady):
+        progress(i / len(steady), f"hold-out replay of {its.names[k]}")
+        h = holdout_graph(graph, its, k, cpu_work=cpu_work)
         untwinned += h.untwinned
         tasks += h.tasks
         dropped += h.dropped
@@ -154,7 +171,10 @@ def evaluate_holdout(graph: ExecutionGraph, *, progress: Progress = no_progress)
                     _pct(int(np.mean(others)), its.windows[(r, k)].length)
                 )
     progress(1.0, "hold-out done")
-    return HoldoutReport(True, None, list(its.names), lumos, nulls, untwinned, tasks, dropped)
+    skipped = [its.names[k] for k in range(its.count) if k not in steady]
+    return HoldoutReport(
+        True, None, [its.names[k] for k in steady], lumos, nulls, untwinned, tasks, dropped, skipped
+    )
 
 
 def _pct(predicted: int, measured: int) -> float:

@@ -32,6 +32,7 @@ from lumos_core.replay.twins import Iterations, twin_map
 NEVER = -(1 << 60)  # a lag that can never bind: the dependency is ignored
 # Dependencies inferred from timing (which task of another thread or stream a task waited for); the
 # others follow from program order, correlation ids and collective instances.
+_SIMILAR = 0.01  # iterations whose share of k's tasks with a twin is this close to the best one
 _INFERRED = np.asarray([EdgeKind.CPU_CROSS, EdgeKind.EVENT_WAIT], np.int8)
 
 
@@ -88,10 +89,22 @@ def holdout_graph(
     base &= graph.arrive_of < 0
     tasks_k = np.flatnonzero(base & (region == k))
     present = np.zeros(n, np.int64)  # in how many other iterations a node of k has a twin
+    similarity = {}
     for j, m in maps.items():
         nodes = np.flatnonzero((region == j) & (m >= 0))
         present[m[nodes]] += 1
+        hit = np.zeros(n, bool)
+        hit[m[nodes]] = True
+        similarity[j] = float(hit[tasks_k].mean()) if len(tasks_k) else 0.0
     untwinned = int(np.count_nonzero(present[tasks_k] == 0))
+    # Iterations need not run the same program (an optimizer that alternates its work every other
+    # step): timing-inferred dependencies are learned from the iterations whose tasks match k's best.
+    best = max(similarity.values(), default=0.0)
+    closest = {j: m for j, m in maps.items() if similarity[j] >= best - _SIMILAR}
+    present_closest = np.zeros(n, np.int64)
+    for j, m in closest.items():
+        nodes = np.flatnonzero((region == j) & (m >= 0))
+        present_closest[m[nodes]] += 1
 
     parts_sp, parts_ep = [], []
     for edges, parts in ((_start_edges(graph), parts_sp), (_end_edges(graph), parts_ep)):
@@ -104,7 +117,8 @@ def holdout_graph(
         structural.lag = _learned_lags(structural, votes)
         parts.append(structural)
         # Timing-inferred dependencies are the twins': kept where a strict majority has them.
-        inferred = _majority(votes.take(~_is_structural(votes.kind)), present)
+        near = _votes(edges, region, closest, in_scope)
+        inferred = _majority(near.take(~_is_structural(near.kind)), present_closest, graph.proc)
         parts.append(inferred)
     sp = _Edges.concat(parts_sp)
     ep = _Edges.concat(parts_ep)
@@ -178,27 +192,36 @@ def _votes(edges: _Edges, region: np.ndarray, maps: dict[int, np.ndarray], own: 
     return _Edges(*(np.concatenate(x) for x in (src, dst, lag, fe, kind)))
 
 
-def _groups(keys: list[np.ndarray], values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Group rows by ``keys``: (index of a row per group, rows per group, median value per group)."""
+def group_median(
+    keys: list[np.ndarray], values: np.ndarray, lowest: bool = False
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Group rows by ``keys``: (the row with the median value per group, rows per group, median or,
+    with ``lowest``, the smallest value)."""
     order = np.lexsort((values, *keys[::-1]))
     ks = [k[order] for k in keys]
     v = values[order]
-    new = np.ones(len(v), bool)
+    new = np.zeros(len(v), bool)
+    new[:1] = True
     for k in ks:
         new[1:] |= k[1:] != k[:-1]
     first = np.flatnonzero(new)
     count = np.diff(np.r_[first, len(v)])
-    median = (v[first + (count - 1) // 2] + v[first + count // 2]) // 2
-    return order[first], count, median
+    median = v[first] if lowest else (v[first + (count - 1) // 2] + v[first + count // 2]) // 2
+    return order[first + (count - 1) // 2], count, median
 
 
-def _majority(votes: _Edges, present: np.ndarray) -> _Edges:
-    """Dependencies a strict majority of the iterations where the task has a twin agree on (the
-    very same source task), with the median lag."""
+def _majority(votes: _Edges, present: np.ndarray, proc: np.ndarray) -> _Edges:
+    """Dependencies a strict majority of the iterations where the task has a twin agree on, with
+    the median lag. A cross-thread wait must name the very same source task (threads such as poll
+    loops are irregular, position on them says little); an event wait names the source stream (which
+    collective a stream waited for is inferred from timing and may differ), and the source of the
+    median vote stands for it."""
     if len(votes.src) == 0:
         return votes.take(np.zeros(0, np.int64))
-    rep, count, median = _groups(
-        [votes.dst, votes.src, votes.kind.astype(np.int64), votes.from_end.astype(np.int64)], votes.lag
+    by_stream = votes.kind == EdgeKind.EVENT_WAIT
+    who = np.where(by_stream, -2 - proc[votes.src].astype(np.int64), votes.src)
+    rep, count, median = group_median(
+        [votes.dst, who, votes.kind.astype(np.int64), votes.from_end.astype(np.int64)], votes.lag
     )
     keep = 2 * count > present[votes.dst[rep]]
     out = votes.take(rep[keep])
@@ -220,8 +243,13 @@ def _learned_lags(edges: _Edges, votes: _Edges) -> np.ndarray:
         ([edges.dst, edges.kind.astype(np.int64)], [votes.dst, kind]),
         ([edges.kind.astype(np.int64)], [kind]),
     ):
-        rep, _count, median = _groups(keys_v, votes.lag)
-        table = {tuple(int(k[r]) for k in keys_v): m for r, m in zip(rep.tolist(), median.tolist())}
+        rep, _count, median = group_median(keys_v, votes.lag)
+        lowest = group_median(keys_v, votes.lag, lowest=True)[2]
+        # A stream's gap between queued kernels is GPU overhead at least; more than that was a wait
+        # for something else (a launch that came late), which other dependencies model: the
+        # smallest gap seen is the overhead.
+        value = np.where(kind[rep] == EdgeKind.STREAM, lowest, median)
+        table = {tuple(int(k[r]) for k in keys_v): m for r, m in zip(rep.tolist(), value.tolist())}
         todo = np.flatnonzero(lag == NEVER)
         for i in todo.tolist():
             m = table.get(tuple(int(k[i]) for k in keys_e))

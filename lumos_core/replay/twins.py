@@ -131,9 +131,40 @@ def twin_map(graph: ExecutionGraph, its: Iterations, a: int, b: int) -> np.ndarr
 
 
 def _name_keys(graph: ExecutionGraph) -> np.ndarray:
-    """A name id per node comparable within one processor (names are interned per rank)."""
+    """A key per node comparable within one processor: its name (interned per rank) and, for GPU
+    work, the thread that launched it (-1: launched before the trace began), so that a stream's
+    kernels launched by different threads, or before profiling, are told apart."""
     out = np.full(graph.n_nodes, -1, np.int64)
     for t in graph.job.ranks:
         nodes = np.flatnonzero((graph.rank == t.rank) & (graph.event >= 0))
-        out[nodes] = t.name[graph.event[nodes]]
+        ev = graph.event[nodes]
+        launch = t.launch[ev]
+        by = np.where(launch >= 0, t.lane[np.maximum(launch, 0)], -1).astype(np.int64)
+        by = np.where(graph.node_type[nodes] == NodeType.CPU, -2, by)
+        out[nodes] = t.name[ev].astype(np.int64) * (len(t.lanes) + 2) + by + 2
     return out
+
+
+STEADY_MATCH = 0.95  # share of an iteration's tasks that must have a twin in some other iteration
+
+
+def steady_iterations(graph: ExecutionGraph, its: Iterations) -> tuple[list[int], dict[int, float]]:
+    """Iterations that run the same program as another one: at least 95 % of their tasks have a
+    twin in some other iteration (a first profiled step that compiles, warms up or starts the
+    profiler does work no other step does). Decided from task names only, never from timing.
+    Returns the steady iterations and, per iteration, its best share of twinned tasks."""
+    base = (graph.node_type != NodeType.JOIN) & (graph.arrive_of < 0)
+    share: dict[int, float] = {}
+    for k in range(its.count):
+        mine = np.flatnonzero(base & (its.region == k))
+        best = 0.0
+        for j in range(its.count):
+            if j == k or len(mine) == 0:
+                continue
+            m = twin_map(graph, its, j, k)
+            hit = np.zeros(graph.n_nodes, bool)
+            x = np.flatnonzero(base & (its.region == j) & (m >= 0))
+            hit[m[x]] = True
+            best = max(best, float(hit[mine].mean()))
+        share[k] = best
+    return [k for k in range(its.count) if share[k] >= STEADY_MATCH], share

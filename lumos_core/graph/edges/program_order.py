@@ -26,7 +26,13 @@ def add_program_order(ctx: RankContext) -> None:
     # kernel right after the previous one was queued (keep its small inter-kernel gap); a longer gap
     # means the kernel waited for something else (its launch, an event) - those edges explain it.
     overlap = gap < 0
-    lag = np.where(gpu & (gap > QUEUED_GAP_NS), 0, gap)
+    # A kernel whose launch returned only after its predecessor ended was not queued behind it: its
+    # gap is launch latency (the launch dependency's), not the stream's own overhead.
+    launch = t.launch[next_ev]
+    has_launch = launch >= 0
+    launch_end = np.where(has_launch, t.start[np.maximum(launch, 0)] + t.dur[np.maximum(launch, 0)], 0)
+    queued = ~has_launch | (launch_end <= prev_end)
+    lag = np.where(gpu & ((gap > QUEUED_GAP_NS) | ~queued), 0, gap)
     # Overlapping kernels on one stream (programmatic dependent launch) are kept as measured: the
     # later one depends on the earlier one's start, not its end.
     from_end = ~(gpu & overlap)
