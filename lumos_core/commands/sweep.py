@@ -21,8 +21,9 @@ from lumos_core.whatif.knobs import OVERRIDABLE, parse_changes
 
 DESCRIPTION = """Estimate every configuration of a grid of what-if knobs (one `lumos estimate` each) and
 write a table: configuration, world size, predicted iteration time, breakdown, and tokens/s per GPU
-when the batch is known. Combinations that cannot be estimated are kept as skipped rows with the
-reason.
+when the batch is known, and predicted peak memory per GPU. Combinations that cannot be estimated
+are kept as skipped rows with the reason; combinations that do not fit in GPU memory are kept with
+their numbers, marked "out of memory", and never count as the best choice.
 
 With --out the rows are appended to the CSV as they finish: an interrupted sweep keeps them, and
 running the same command again resumes (configurations already in the file are not estimated
@@ -34,7 +35,7 @@ a Ray cluster (--address, or a local Ray instance started for the sweep; pip ins
 
 GRID: KNOB=VALUES separated by spaces; VALUES comma-separated, or LOW-HIGH for the powers of two
 in between (integer knobs). Knobs: dp tp pp microbatches schedule layers hidden ffn heads seq
-micro_batch gpu nvlink_gbps network_gbps.
+micro_batch gpu nvlink_gbps network_gbps recompute zero.
 
 Examples:
   lumos sweep traces/ --grid "dp=8,16,32,64 pp=1,2,4 microbatches=4,8,16" --out results.csv
@@ -121,9 +122,12 @@ def run(args: argparse.Namespace) -> int:
 def format_report(report: SweepReport, out: Path | None) -> str:
     rows = report.rows
     ok = sum(r.ok for r in rows)
+    oom = sum(r.estimated and not r.ok for r in rows)
     lines = [format_table(rows, report.grid.columns), ""]
     lines.append(
-        f"{len(rows)} configurations: {ok} estimated, {len(rows) - ok} skipped"
+        f"{len(rows)} configurations: {ok} estimated"
+        + (f", {oom} out of memory (kept, never on the Pareto front)" if oom else "")
+        + f", {len(rows) - ok - oom} skipped"
         + (f", {report.resumed} read back from {out}" if report.resumed else "")
         + f"; {report.estimated} estimated in {report.seconds:.1f} s ({report.engine} engine, "
         f"{report.workers} workers)"

@@ -23,6 +23,9 @@ from lumos_core.whatif.knobs import format_changes
 
 OK = "ok"
 SKIPPED = "skipped"
+# Estimated, but the predicted peak memory exceeds the GPU: kept (with its numbers) and marked, and
+# never on a Pareto front.
+OUT_OF_MEMORY = "out of memory"
 
 TOKENS_UNKNOWN = (
     "tokens/s unknown: the trace records no micro-batch size and sequence length "
@@ -36,7 +39,7 @@ class GridRow:
 
     changes: dict[str, Any]
     world_size: int
-    status: str  # OK or SKIPPED
+    status: str  # OK, OUT_OF_MEMORY or SKIPPED
     iteration_us: float = math.nan
     breakdown: Breakdown | None = None
     change_pct: float = math.nan  # vs the replayed baseline
@@ -44,10 +47,24 @@ class GridRow:
     note: str = ""  # why it was skipped, or why tokens/s is unknown
     seconds: float = 0.0  # estimate time (not written to results files: it varies run to run)
     notes: list[str] = field(default_factory=list)  # the estimate's own notes
+    peak_memory_bytes: int = -1  # predicted peak per GPU (-1 unknown)
+    capacity_bytes: int = -1  # the GPU's memory
 
     @property
     def ok(self) -> bool:
+        """Estimated and fits in memory (a candidate for the Pareto front)."""
         return self.status == OK
+
+    @property
+    def estimated(self) -> bool:
+        """Has predicted numbers (fits in memory or not)."""
+        return self.status in (OK, OUT_OF_MEMORY)
+
+    @property
+    def fits(self) -> bool | None:
+        if self.peak_memory_bytes < 0 or self.capacity_bytes <= 0:
+            return None
+        return self.peak_memory_bytes <= self.capacity_bytes
 
     @property
     def key(self) -> str:
@@ -68,6 +85,8 @@ class GridRow:
             and eq(self.change_pct, other.change_pct)
             and eq(self.tokens_per_s_per_gpu, other.tokens_per_s_per_gpu)
             and self.note == other.note
+            and self.peak_memory_bytes == other.peak_memory_bytes
+            and self.capacity_bytes == other.capacity_bytes
         )
 
 
@@ -111,15 +130,27 @@ def estimate_point(
     per_gpu = math.nan
     if tokens is not None and pred > 0:
         per_gpu = tokens / (pred / 1e6) / r.world_size
+    status, note = OK, "" if tokens is not None else TOKENS_UNKNOWN
+    peak = cap = -1
+    if r.memory is not None:
+        peak, cap = r.memory.peak_bytes, r.memory.capacity_bytes
+        if not r.memory.fits:
+            status = OUT_OF_MEMORY
+            note = (
+                f"out of memory: predicted peak {peak / 2**30:,.1f} GiB per GPU > {r.memory.gpu} "
+                f"{cap / 2**30:,.1f} GiB"
+            )
     return GridRow(
         changes=dict(changes),
         world_size=r.world_size,
-        status=OK,
+        status=status,
         iteration_us=pred,
         breakdown=r.predicted.breakdown,
         change_pct=100.0 * (pred / rep - 1) if rep else 0.0,
         tokens_per_s_per_gpu=per_gpu,
-        note="" if tokens is not None else TOKENS_UNKNOWN,
+        note=note,
         seconds=r.seconds,
         notes=list(r.notes),
+        peak_memory_bytes=peak,
+        capacity_bytes=cap,
     )

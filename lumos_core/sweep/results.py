@@ -2,9 +2,11 @@
 finished and a re-run resumes from it, and the table printed at the end.
 
 One row per configuration: ``config`` (its changes as ``lumos estimate`` knobs, the resume key), one
-column per knob of the grid, the world size, ``status`` (ok / skipped), the predicted iteration time
-and breakdown (ms), the change against the replayed baseline, tokens/s per GPU (empty when the batch
-is unknown) and ``note`` (why a row was skipped or why tokens/s is empty). Floats are written with
+column per knob of the grid, the world size, ``status`` (ok / out of memory / skipped), the predicted
+iteration time and breakdown (ms), the change against the replayed baseline, tokens/s per GPU (empty
+when the batch is unknown), the predicted peak memory per GPU and the GPU's capacity (bytes), and
+``note`` (why a row was skipped or is out of memory, or why tokens/s is empty). A configuration
+that does not fit in memory keeps its row and numbers; it is never on the Pareto front. Floats are written with
 all their digits (``repr``).
 """
 
@@ -19,7 +21,7 @@ from typing import Any
 
 from lumos_core.errors import ConfigError
 from lumos_core.replay.breakdown import Breakdown
-from lumos_core.sweep.point import OK, GridRow
+from lumos_core.sweep.point import OK, OUT_OF_MEMORY, GridRow
 from lumos_core.whatif.knobs import coerce_value
 
 RESULT_COLUMNS = [
@@ -32,6 +34,8 @@ RESULT_COLUMNS = [
     "other_ms",
     "change_pct",
     "tokens_per_s_per_gpu",
+    "peak_memory_bytes",
+    "capacity_bytes",
     "note",
 ]
 _BREAKDOWN_MS = ("exposed_compute_ms", "overlapped_ms", "exposed_comm_ms", "other_ms")
@@ -61,6 +65,8 @@ def row_to_record(row: GridRow, knobs: list[str]) -> list[str]:
         *(_num(x) for x in parts),
         _num(row.change_pct),
         _num(row.tokens_per_s_per_gpu),
+        "" if row.peak_memory_bytes < 0 else str(row.peak_memory_bytes),
+        "" if row.capacity_bytes < 0 else str(row.capacity_bytes),
         row.note,
     ]
 
@@ -73,6 +79,8 @@ def row_to_dict(row: GridRow, knobs: list[str]) -> dict[str, Any]:
             out[name] = row.changes.get(name)
         elif name == "world_size":
             out[name] = row.world_size
+        elif name in ("peak_memory_bytes", "capacity_bytes"):
+            out[name] = int(text) if text else None
         elif name in ("config", "status", "note"):
             out[name] = text
         else:
@@ -87,7 +95,7 @@ def record_to_row(record: dict[str, str], knobs: list[str]) -> GridRow:
 
     changes: dict[str, Any] = {k: coerce_value(k, record[k]) for k in knobs if record.get(k, "") != ""}
     breakdown = None
-    if record["status"] == OK and all(record.get(c) for c in _BREAKDOWN_MS):
+    if record["status"] in (OK, OUT_OF_MEMORY) and all(record.get(c) for c in _BREAKDOWN_MS):
         breakdown = Breakdown(*(round(float(record[c]) * 1e6) for c in _BREAKDOWN_MS))
     return GridRow(
         changes=changes,
@@ -98,6 +106,8 @@ def record_to_row(record: dict[str, str], knobs: list[str]) -> GridRow:
         change_pct=num("change_pct"),
         tokens_per_s_per_gpu=num("tokens_per_s_per_gpu"),
         note=record.get("note", ""),
+        peak_memory_bytes=int(record.get("peak_memory_bytes") or -1),
+        capacity_bytes=int(record.get("capacity_bytes") or -1),
     )
 
 
@@ -188,6 +198,7 @@ def format_table(rows: list[GridRow], knobs: list[str]) -> str:
         "other",
         "vs base",
         "tok/s/GPU",
+        "mem GiB",
         "note",
     ]
     lines = [header]
@@ -204,8 +215,9 @@ def format_table(rows: list[GridRow], knobs: list[str]) -> str:
                 str(r.world_size),
                 _fmt(r.iteration_us / 1000, ".3f"),
                 *(_fmt(x, ".3f") for x in parts),
-                _fmt(r.change_pct, "+.1f") + ("%" if r.ok else ""),
+                _fmt(r.change_pct, "+.1f") + ("%" if r.estimated else ""),
                 _fmt(r.tokens_per_s_per_gpu, ",.0f"),
+                "-" if r.peak_memory_bytes < 0 else f"{r.peak_memory_bytes / 2**30:,.1f}",
                 "" if r.ok else r.note,
             ]
         )
@@ -219,7 +231,8 @@ def format_table(rows: list[GridRow], knobs: list[str]) -> str:
 
 def pareto_front(rows: list[GridRow]) -> list[int]:
     """Indices of the estimated rows that no other beats on both GPUs and iteration time (fewer or
-    as many GPUs and less or as much time, one of them strictly), by increasing GPUs."""
+    as many GPUs and less or as much time, one of them strictly), by increasing GPUs. Rows that do
+    not fit in memory (status "out of memory") are no candidates: they are no answer."""
     ok = sorted((r.world_size, r.iteration_us, i) for i, r in enumerate(rows) if r.ok)
     front: list[int] = []
     best = math.inf
