@@ -49,7 +49,7 @@ BREAKDOWN = [
     ("exposed compute", "#4E79A7"),
     ("overlapped", "#76B7B2"),
     ("exposed communication", "#F28E2B"),
-    ("idle", "#BAB0AC"),
+    ("other", "#BAB0AC"),
 ]
 _LABEL_TO_FAMILY = {f.label: f for f in Family}
 _COLL_FAMILY = {
@@ -183,7 +183,7 @@ class IterationChart(pg.PlotWidget):
             np.asarray([r.exposed_compute_ns for r in rows], float),
             np.asarray([r.overlapped_ns for r in rows], float),
             np.asarray([r.exposed_comm_ns for r in rows], float),
-            np.asarray([r.idle_ns for r in rows], float),
+            np.asarray([r.other_ns for r in rows], float),
         ]
         left = np.zeros(len(rows))
         for (label, color), values in zip(BREAKDOWN, parts):
@@ -256,7 +256,7 @@ class SummaryPanes(QTabWidget):
             Column(
                 "comm (ms)", lambda r: r.exposed_comm_ns, _ms, "communication not hidden by compute", True
             ),
-            Column("idle (ms)", lambda r: r.idle_ns, _ms, "no GPU activity on any stream", True),
+            Column("other (ms)", lambda r: r.other_ns, _ms, "idle: no GPU activity on any stream", True),
         ]
         self.iterations = TablePane("iterations", cols, IterationStat)
         box = QWidget()

@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from lumos_core.trace.model import Kind, RankTrace
+from lumos_core.trace.model import GPU_ACTIVITY_KINDS, Kind, RankTrace
 
-GPU_DRAWN = np.asarray([Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET], np.int8)
+GPU_DRAWN = np.asarray(GPU_ACTIVITY_KINDS, np.int8)
 CPU_DRAWN = np.asarray(
     [Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.PYTHON_FUNCTION, Kind.RUNTIME, Kind.OTHER], np.int8
 )

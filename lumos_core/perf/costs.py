@@ -46,6 +46,7 @@ __all__ = [
     "latency_steps",
     "link_params",
     "memory_time",
+    "peak_flops",
     "spans_nodes",
 ]
 
@@ -59,8 +60,9 @@ def gemm_flops(m: int, n: int, k: int) -> float:
     return 2.0 * m * n * k
 
 
-def _peak(gpu: GpuProfile, dtype_bytes: int) -> float:
-    # Half-precision types run on tensor cores; FP32 GEMMs (no TF32) on the CUDA cores.
+def peak_flops(gpu: GpuProfile, dtype_bytes: int = 2) -> float:
+    """Peak FLOP/s for an element size: half-precision types run on tensor cores, FP32 GEMMs (no
+    TF32) on the CUDA cores."""
     return gpu.peak_bf16_flops if dtype_bytes <= 2 else gpu.peak_fp32_flops
 
 
@@ -69,7 +71,7 @@ def gemm_time(
 ) -> float:
     """Roofline time of a GEMM: max(2mnk / (peak * eff), bytes(A, B, C) / (HBM * mem_eff), floor)."""
     eff = gpu.gemm_efficiency if efficiency is None else efficiency
-    compute = gemm_flops(m, n, k) / (_peak(gpu, dtype_bytes) * eff)
+    compute = gemm_flops(m, n, k) / (peak_flops(gpu, dtype_bytes) * eff)
     memory = dtype_bytes * (m * k + k * n + m * n) / (gpu.hbm_bandwidth * gpu.memory_efficiency)
     return max(compute, memory, gpu.kernel_floor)
 
@@ -113,7 +115,7 @@ def attention_time(
     """Roofline time of a fused (Flash) attention kernel."""
     eff = gpu.attention_efficiency if efficiency is None else efficiency
     compute = attention_flops(batch, heads, seq, head_dim, causal=causal, backward=backward) / (
-        _peak(gpu, dtype_bytes) * eff
+        peak_flops(gpu, dtype_bytes) * eff
     )
     # Forward reads Q, K, V and writes O; backward also reads O, dO and writes dQ, dK, dV.
     tensors = 8 if backward else 4

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from lumos_core.replay.intervals import clip, total
-from lumos_core.trace.model import Kind, RankTrace
+from lumos_core.trace.model import GPU_ACTIVITY_KINDS, Kind, RankTrace
 
 ITERATION_DEFINITION = (
     "iteration time = time between consecutive ProfilerStep#N starts (CPU side); the last iteration "
@@ -28,7 +28,6 @@ ITERATION_DEFINITION = (
     "communication = communication not overlapped by compute, other = the rest of the window (idle)"
 )
 
-_ACTIVITY = np.asarray([Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET], np.int8)
 _CPU_WORK = np.asarray([Kind.CPU_OP, Kind.RUNTIME, Kind.PYTHON_FUNCTION], np.int8)
 
 
@@ -67,7 +66,7 @@ def activity(rank: RankTrace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(starts, ends, is_comm) of the work that the breakdown counts for this rank."""
     comm = np.zeros(len(rank), bool)
     comm[rank.collectives.event] = True
-    act = np.isin(rank.kind, _ACTIVITY)
+    act = np.isin(rank.kind, GPU_ACTIVITY_KINDS)
     if not act.any():  # CPU-only trace: outermost CPU work, collectives as communication
         act = outermost_cpu_work(rank) | comm
     idx = np.flatnonzero(act)
@@ -124,7 +123,7 @@ def last_activity_end(rank: RankTrace, step_start: int, step_cpu_end: int) -> in
     """End of the last activity belonging to the step that starts at ``step_start``: GPU work launched
     from inside the step's CPU range, or (unlinked) started after the step began."""
     end = step_cpu_end
-    act = np.isin(rank.kind, _ACTIVITY)
+    act = np.isin(rank.kind, GPU_ACTIVITY_KINDS)
     if act.any():
         launch = rank.launch
         launched = np.zeros(len(rank), bool)

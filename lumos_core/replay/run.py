@@ -31,10 +31,8 @@ from lumos_core.replay.breakdown import (
 )
 from lumos_core.replay.intervals import coverage
 from lumos_core.replay.simulate import binding_end_predecessor, binding_predecessor, simulate
-from lumos_core.trace.model import Job, Kind, RankTrace
+from lumos_core.trace.model import GPU_ACTIVITY_KINDS, Job, RankTrace
 from lumos_core.trace.rank_analysis import find_iterations
-
-_ACTIVITY = np.asarray([Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET], np.int8)
 
 
 @dataclass
@@ -317,8 +315,8 @@ def _compare(
         )
     lo = min(w.start for w in mw) if mw else 0
     hi = max(w.end for w in mw) if mw else 0
-    gpu_m = np.isin(measured.kind, _ACTIVITY)
-    gpu_p = np.isin(predicted.kind, _ACTIVITY)
+    gpu_m = np.isin(measured.kind, GPU_ACTIVITY_KINDS)
+    gpu_p = np.isin(predicted.kind, GPU_ACTIVITY_KINDS)
     busy_m = coverage(measured.start[gpu_m], measured.end[gpu_m], lo, max(hi, lo + 1), 1_000_000)
     plo = min(w.start for w in pw) if pw else 0
     phi = max(w.end for w in pw) if pw else 0

@@ -21,10 +21,7 @@ import numpy as np
 from lumos_core.perf.costs import bus_factor  # NCCL-tests factors, shared with the communication model
 from lumos_core.replay.breakdown import rank_breakdowns
 from lumos_core.trace.kernel_families import Family, classify_names
-from lumos_core.trace.model import CollectiveKind, Job, Kind, RankTrace
-
-_ACTIVITY = np.asarray([Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET], np.int8)
-
+from lumos_core.trace.model import GPU_ACTIVITY_KINDS, CollectiveKind, Job, Kind, RankTrace
 
 # ---------------------------------------------------------------- top kernels
 
@@ -46,7 +43,7 @@ class KernelStat:
 
 def _rank_kernel_totals(rank: RankTrace) -> dict[str, tuple[int, int, int, int, int]]:
     """name -> (family, count, total, min, max) over the rank's GPU activities."""
-    idx = np.flatnonzero(np.isin(rank.kind, _ACTIVITY))
+    idx = np.flatnonzero(np.isin(rank.kind, GPU_ACTIVITY_KINDS))
     if len(idx) == 0:
         return {}
     names = rank.name[idx]
@@ -225,7 +222,7 @@ def _bandwidth(size: int, factor: float, dur_ns: int) -> float:
 
 @dataclass(frozen=True)
 class IterationStat:
-    """One iteration window of one rank and its compute / overlap / communication / idle split."""
+    """One iteration window of one rank and its breakdown (see :mod:`lumos_core.replay.breakdown`)."""
 
     rank: int
     iteration: str
@@ -234,7 +231,7 @@ class IterationStat:
     exposed_compute_ns: int
     overlapped_ns: int
     exposed_comm_ns: int
-    idle_ns: int
+    other_ns: int  # the rest of the window: no compute or communication (idle)
 
 
 def iteration_table(job: Job) -> list[IterationStat]:
@@ -251,7 +248,7 @@ def iteration_table(job: Job) -> list[IterationStat]:
                     exposed_compute_ns=b.exposed_compute_ns,
                     overlapped_ns=b.overlapped_ns,
                     exposed_comm_ns=b.exposed_comm_ns,
-                    idle_ns=b.other_ns,
+                    other_ns=b.other_ns,
                 )
             )
     return rows
@@ -267,7 +264,7 @@ class RankBreakdownStat:
     exposed_compute_ns: int
     overlapped_ns: int
     exposed_comm_ns: int
-    idle_ns: int
+    other_ns: int
 
 
 def rank_breakdown_table(rows: Sequence[IterationStat]) -> list[RankBreakdownStat]:
@@ -280,7 +277,7 @@ def rank_breakdown_table(rows: Sequence[IterationStat]) -> list[RankBreakdownSta
         a[2] += r.exposed_compute_ns
         a[3] += r.overlapped_ns
         a[4] += r.exposed_comm_ns
-        a[5] += r.idle_ns
+        a[5] += r.other_ns
     return [RankBreakdownStat(rk, a[0], a[1] / a[0], a[2], a[3], a[4], a[5]) for rk, a in sorted(per.items())]
 
 

@@ -8,9 +8,7 @@ from typing import Any
 import numpy as np
 
 from lumos_core.trace.memory_summary import format_memory_report, memory_report
-from lumos_core.trace.model import Job, Kind, RankTrace
-
-_ACTIVITY = [Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET]
+from lumos_core.trace.model import GPU_ACTIVITY_KINDS, Job, Kind, RankTrace
 
 
 def _rank_report(job: Job, t: RankTrace) -> dict[str, Any]:
@@ -24,7 +22,7 @@ def _rank_report(job: Job, t: RankTrace) -> dict[str, Any]:
                     "id": lane.stream,
                     "device": lane.device,
                     "role": lane.role.label,
-                    "events": int(np.isin(kinds, _ACTIVITY).sum()),
+                    "events": int(np.isin(kinds, GPU_ACTIVITY_KINDS).sum()),
                     "kernels": int((kinds == Kind.KERNEL).sum()),
                     "annotations": int((kinds == Kind.GPU_ANNOTATION).sum()),
                     "sync_events": int((kinds == Kind.CUDA_SYNC).sum()),

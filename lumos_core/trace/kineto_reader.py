@@ -27,7 +27,7 @@ import orjson
 
 from lumos_core.errors import TraceError
 from lumos_core.trace.json_stream import EventStream, NotStreamable
-from lumos_core.trace.kineto_schema import CATEGORY_KIND, FLOW_CATEGORY, GPU_LANE_KINDS
+from lumos_core.trace.kineto_schema import CATEGORY_KIND, FLOW_CATEGORY, FLOW_OTHER, GPU_LANE_KINDS
 from lumos_core.trace.memory import MEMORY_EVENT_NAME, MemoryColumns
 from lumos_core.trace.model import Collectives, Kind, Lane, RankTrace
 from lumos_core.trace.rank_analysis import analyse_rank
@@ -423,7 +423,11 @@ class _Columns:
                         continue
                     key = (False, e.get("pid"), e.get("tid"))
                     hash(key)
-                    f_kind.append(FLOW_CATEGORY.get(e.get("cat"), 2) if type(e.get("cat")) is str else 2)
+                    f_kind.append(
+                        FLOW_CATEGORY.get(e.get("cat"), FLOW_OTHER)
+                        if type(e.get("cat")) is str
+                        else FLOW_OTHER
+                    )
                     f_id.append(fid)
                     f_phase.append(0 if ph == "s" else 1)
                     f_ts.append(ts)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from lumos_core.trace.model import CollectiveKind, Kind
+from lumos_core.trace.model import CollectiveKind, FlowKind, Kind
 
 # Kineto category -> Kind. Legacy (PyTorch 1.8) names are capitalised.
 CATEGORY_KIND: dict[str, Kind] = {
@@ -38,7 +38,12 @@ CATEGORY_KIND: dict[str, Kind] = {
 GPU_LANE_KINDS = frozenset({Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET, Kind.GPU_ANNOTATION, Kind.CUDA_SYNC})
 
 # Flow categories: ac2g links a launch to its GPU activity (legacy: "async" flows named "launch").
-FLOW_CATEGORY: dict[str, int] = {"ac2g": 0, "async": 0, "fwdbwd": 1}
+FLOW_CATEGORY: dict[str, int] = {
+    "ac2g": int(FlowKind.LAUNCH),
+    "async": int(FlowKind.LAUNCH),
+    "fwdbwd": int(FlowKind.FWDBWD),
+}
+FLOW_OTHER = int(FlowKind.OTHER)  # a plain int: read once per flow event
 
 # Runtime calls that put work on a stream. Linking uses the correlation id, so this list is only
 # used to label and count launches; a call not listed here still links if its correlation matches.

@@ -45,6 +45,14 @@ GPU_ACTIVITY_KINDS = (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET)
 CPU_TASK_KINDS = (Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.PYTHON_FUNCTION, Kind.RUNTIME)
 
 
+class FlowKind(IntEnum):
+    """What a flow event links."""
+
+    LAUNCH = 0  # ac2g: a launch call and its GPU activity (legacy: "async" flows)
+    FWDBWD = 1  # an autograd op and its backward
+    OTHER = 2
+
+
 class LaneRole(IntEnum):
     """What a lane does, for labels and colours. Streams get roles from what runs on them."""
 
@@ -229,7 +237,7 @@ class RankTrace:
     lane_begin: np.ndarray  # int64 (n_lanes + 1)
     collectives: Collectives
     # --- flows (ac2g, fwdbwd): one row per flow endpoint ---
-    flow_kind: np.ndarray  # int8: 0 ac2g, 1 fwdbwd, 2 other
+    flow_kind: np.ndarray  # int8 FlowKind
     flow_id: np.ndarray  # int64
     flow_phase: np.ndarray  # int8: 0 start ("s"), 1 finish ("f")
     flow_ts: np.ndarray  # int64 ns

@@ -20,15 +20,16 @@ from lumos_core.trace.kineto_schema import (
 )
 from lumos_core.trace.model import (
     COLLECTIVE_COLUMNS,
+    GPU_ACTIVITY_KINDS,
     CollectiveKind,
     Collectives,
+    FlowKind,
     Iteration,
     Kind,
     LaneRole,
     RankTrace,
 )
 
-_ACTIVITY = np.asarray([Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET], np.int8)
 _CPU_KINDS = np.asarray(
     [Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.PYTHON_FUNCTION, Kind.RUNTIME, Kind.OTHER], np.int8
 )
@@ -53,7 +54,7 @@ def _nest(rank: RankTrace) -> None:
     kinds = rank.kind.tolist()
     depth = rank.depth
     parent = rank.parent
-    activity = {int(k) for k in _ACTIVITY}
+    activity = {int(k) for k in GPU_ACTIVITY_KINDS}
     for lane in rank.lanes:
         a, b = int(rank.lane_begin[lane.index]), int(rank.lane_begin[lane.index + 1])
         if lane.is_gpu:
@@ -111,7 +112,9 @@ def _link_launches(rank: RankTrace) -> None:
     Falls back to ac2g flows for activities whose correlation is missing."""
     corr = rank.correlation
     runtime = np.flatnonzero((rank.kind == Kind.RUNTIME) & (corr >= 0))
-    targets = np.flatnonzero((np.isin(rank.kind, _ACTIVITY) | (rank.kind == Kind.CUDA_SYNC)) & (corr >= 0))
+    targets = np.flatnonzero(
+        (np.isin(rank.kind, GPU_ACTIVITY_KINDS) | (rank.kind == Kind.CUDA_SYNC)) & (corr >= 0)
+    )
     if len(runtime) and len(targets):
         rc = corr[runtime]
         order = np.argsort(rc, kind="stable")
@@ -127,9 +130,9 @@ def _link_launches(rank: RankTrace) -> None:
         hit = (pos < len(rc_sorted)) & (rc_sorted[pos_c] == corr[targets])
         rank.launch[targets[hit]] = runtime[order[pos_c[hit]]]
     # ac2g fallback: flow 's' on the runtime call, flow 'f' on the activity, same id.
-    unlinked = np.isin(rank.kind, _ACTIVITY) & (rank.launch < 0)
+    unlinked = np.isin(rank.kind, GPU_ACTIVITY_KINDS) & (rank.launch < 0)
     if unlinked.any() and len(rank.flow_id):
-        bound = (rank.flow_kind == 0) & (rank.flow_event >= 0)
+        bound = (rank.flow_kind == FlowKind.LAUNCH) & (rank.flow_event >= 0)
         ev = rank.flow_event
         starts = bound & (rank.flow_phase == 0)
         starts[starts] = rank.kind[ev[starts]] == Kind.RUNTIME
@@ -143,8 +146,8 @@ def _link_launches(rank: RankTrace) -> None:
             pos_c = np.minimum(pos, len(sid) - 1)
             hit = (pos < len(sid)) & (sid[pos_c] == rank.flow_id[ends])
             rank.launch[ev[ends][hit]] = sev[pos_c[hit]]
-    n_act = int(np.count_nonzero(np.isin(rank.kind, _ACTIVITY)))
-    missing = int(np.count_nonzero(np.isin(rank.kind, _ACTIVITY) & (rank.launch < 0)))
+    n_act = int(np.count_nonzero(np.isin(rank.kind, GPU_ACTIVITY_KINDS)))
+    missing = int(np.count_nonzero(np.isin(rank.kind, GPU_ACTIVITY_KINDS) & (rank.launch < 0)))
     if missing:
         rank.warnings.append(
             f"{missing} of {n_act} GPU activities have no launch call in the trace "
@@ -161,7 +164,7 @@ def _assign_roles(rank: RankTrace, comm_names: np.ndarray) -> None:
         sl = rank.lane_slice(lane.index)
         k = kinds[sl]
         if lane.is_gpu:
-            act = np.isin(k, _ACTIVITY)
+            act = np.isin(k, GPU_ACTIVITY_KINDS)
             if not act.any():
                 lane.role = LaneRole.GPU_OTHER
                 continue

@@ -25,7 +25,7 @@ from lumos_core.graph.model import NO_ANCHOR, EdgeKind, ExecutionGraph, NodeType
 from lumos_core.graph.order import csr, kahn
 from lumos_core.perf import costs
 from lumos_core.perf.hardware import get_gpu
-from lumos_core.trace.model import CollectiveKind, Job, LaneRole, RankTrace
+from lumos_core.trace.model import CollectiveKind, Job, Kind, LaneRole, RankTrace
 from lumos_core.whatif.baseline import group_roles, process_groups
 from lumos_core.whatif.config import Baseline, JobConfig
 from lumos_core.whatif.schedules import pipeline_steps
@@ -146,7 +146,7 @@ def build_rewritten(
 
     b = Builder()
     gpu = get_gpu(config.gpu)
-    cpu_only = not any((t.kind == 4).any() for t in by_rank.values())
+    cpu_only = not any((t.kind == Kind.KERNEL).any() for t in by_rank.values())
     h, f = base.hidden, base.ffn
     layer_params = float(4 * h * h + 2 * h * f) if h and f else 1.0
     vocab = baseline.fields["vocab"].value if "vocab" in baseline.fields else None

@@ -13,11 +13,9 @@ import numpy as np
 import orjson
 
 from lumos_core.graph.model import EdgeKind, ExecutionGraph, NodeType
-from lumos_core.trace.model import Collectives, Kind, Lane, LaneRole, RankTrace
+from lumos_core.trace.model import GPU_ACTIVITY_KINDS, Collectives, Kind, Lane, LaneRole, RankTrace
 from lumos_core.trace.rank_analysis import analyse_rank
 from lumos_core.whatif.rewrite import PP_STREAM, Rewritten
-
-_GPU = (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET)
 
 
 class _Rows:
@@ -140,7 +138,7 @@ def rewritten_timelines(
                 else rows.args_ref(src, e),
                 v,
             )
-            if src.kind[e] not in _GPU:
+            if src.kind[e] not in GPU_ACTIVITY_KINDS:
                 p = int(src.parent[e])
                 while p >= 0:
                     desc[(inst, src.rank, p)].append(len(rows.kind) - 1)

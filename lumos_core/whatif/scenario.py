@@ -23,17 +23,16 @@ from lumos_core.graph.model import EdgeKind, NodeType
 from lumos_core.replay.breakdown import iteration_windows
 from lumos_core.replay.run import ReplayResult
 from lumos_core.replay.simulate import binding_end_predecessor, binding_predecessor
-from lumos_core.trace.model import CollectiveKind, Job, Kind, RankTrace
+from lumos_core.trace.model import GPU_ACTIVITY_KINDS, CollectiveKind, Job, RankTrace
 from lumos_core.whatif.config import Baseline, JobConfig
 from lumos_core.whatif.estimate import ESTIMATE_DEFINITION, EstimateResult, Outcome, outcome_of
 from lumos_core.whatif.retime import Retiming
 
-_ACTIVITY = np.asarray([Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET], np.int8)
 BREAKDOWN_PARTS = (
     ("exposed compute", "exposed_compute_ns"),
     ("overlapped", "overlapped_ns"),
     ("exposed communication", "exposed_comm_ns"),
-    ("idle", "other_ns"),
+    ("other", "other_ns"),
 )
 
 
@@ -60,7 +59,7 @@ class BreakdownRow:
     exposed_compute_ms: float
     overlapped_ms: float
     exposed_comm_ms: float
-    idle_ms: float
+    other_ms: float
 
 
 @dataclass
@@ -302,7 +301,7 @@ def gpu_time_by_name(ranks: list[RankTrace]) -> tuple[dict[str, float], dict[str
         inside = np.zeros(len(t), bool)
         for w in windows:
             inside |= (when >= w.start) & (when < w.end)
-        act = inside & np.isin(t.kind, _ACTIVITY)
+        act = inside & np.isin(t.kind, GPU_ACTIVITY_KINDS)
         is_coll = np.zeros(len(t), bool)
         is_coll[t.collectives.event] = True
         k = np.flatnonzero(act & ~is_coll)

@@ -22,7 +22,7 @@ from enum import IntEnum
 import numpy as np
 
 from lumos_core.errors import ConfigError
-from lumos_core.trace.model import CollectiveKind, Kind, RankTrace
+from lumos_core.trace.model import GPU_ACTIVITY_KINDS, CollectiveKind, Kind, RankTrace
 from lumos_core.whatif.layer_names import layer_index
 
 
@@ -39,7 +39,6 @@ class Phase(IntEnum):
 
 
 _CPU = np.asarray([Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.PYTHON_FUNCTION, Kind.RUNTIME], np.int8)
-_GPU = np.asarray([Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET], np.int8)
 _P2P = np.asarray([CollectiveKind.SEND, CollectiveKind.RECV, CollectiveKind.SEND_RECV], np.int8)
 
 
@@ -345,7 +344,7 @@ def _label_gpu(
     rank: RankTrace, phase: np.ndarray, layer: np.ndarray, mb: np.ndarray, lo: int, hi: int
 ) -> None:
     """GPU work takes its launch call's label; work without one follows its stream predecessor."""
-    gpu = np.flatnonzero(np.isin(rank.kind, _GPU))
+    gpu = np.flatnonzero(np.isin(rank.kind, GPU_ACTIVITY_KINDS))
     launched = gpu[rank.launch[gpu] >= 0]
     src = rank.launch[launched]
     keep = phase[launched] != Phase.P2P
@@ -358,7 +357,7 @@ def _label_gpu(
         sl = rank.lane_slice(lane.index)
         prev = (-1, -1, -1)
         for j in range(sl.start, sl.stop):
-            if rank.kind[j] not in (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET):
+            if rank.kind[j] not in GPU_ACTIVITY_KINDS:
                 continue
             if phase[j] >= 0:
                 prev = (int(phase[j]), int(layer[j]), int(mb[j]))

@@ -33,7 +33,6 @@ from lumos_core.whatif.retime.ratios import (
     hardware_ratio,
     layer_gemm_flops,
     safe_ratio,
-    spans_nodes,
     value_map,
     width_map,
 )
@@ -51,7 +50,6 @@ __all__ = [
     "layer_gemm_flops",
     "plan_retiming",
     "safe_ratio",
-    "spans_nodes",
     "value_map",
     "width_map",
 ]

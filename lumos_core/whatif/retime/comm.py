@@ -12,7 +12,7 @@ from lumos_core.trace.model import CollectiveKind, Job
 from lumos_core.whatif.baseline import group_roles
 from lumos_core.whatif.config import Baseline, JobConfig
 from lumos_core.whatif.retime.plan import RetimePlan
-from lumos_core.whatif.retime.ratios import collective_ratio, layer_gemm_flops, spans_nodes
+from lumos_core.whatif.retime.ratios import collective_ratio, layer_gemm_flops
 
 
 def comm_model_from_trace(job: Job, graph: ExecutionGraph, gpu: GpuProfile) -> costs.CommModel:
@@ -105,8 +105,8 @@ def retime_collectives(
         size_ratio = params_ratio if role in ("dp", "world") else act_ratio
         if role == "pp":
             size_ratio = act_ratio
-        span_old = spans_nodes(n_old, stride_old.get(role, 1), gpn_old)
-        span_new = spans_nodes(n_new, stride_new.get(role, 1), gpn_new)
+        span_old = _first_group_spans_nodes(n_old, stride_old.get(role, 1), gpn_old)
+        span_new = _first_group_spans_nodes(n_new, stride_new.get(role, 1), gpn_new)
         if (n_old, n_new, size_ratio, span_old, span_new, gpu_old.name) == (
             n_new,
             n_old,
@@ -130,3 +130,9 @@ def retime_collectives(
             f"alpha-beta ({model.source(CollectiveKind(kind), span_new)}), {scope}",
             f"group {n_old} -> {n_new}" + (f", message x{size_ratio:.3g}" if size_ratio != 1 else ""),
         )
+
+
+def _first_group_spans_nodes(group_size: int, stride: int, gpus_per_node: int) -> bool:
+    """Does the first group of ``group_size`` ranks spaced ``stride`` apart (Megatron's order) cover
+    more than one node?"""
+    return costs.spans_nodes(range(0, group_size * stride, stride), gpus_per_node)

@@ -161,24 +161,11 @@ def collective_ratio(
 def hardware_ratio(family: np.ndarray, gpu_old: GpuProfile, gpu_new: GpuProfile) -> np.ndarray:
     """Per-family time ratio when moving compute from one GPU to another."""
     out = np.ones(len(family))
-    flops = _peak(gpu_old) / _peak(gpu_new)
+    flops = costs.peak_flops(gpu_old) / costs.peak_flops(gpu_new)
     mem = gpu_old.hbm_bandwidth / gpu_new.hbm_bandwidth
     out[np.isin(family, COMPUTE_BOUND)] = flops
     out[np.isin(family, MEMORY_BOUND)] = mem
     return out
-
-
-def _peak(gpu: GpuProfile) -> float:
-    for name in ("peak_bf16_flops", "bf16_flops", "peak_flops"):
-        v = getattr(gpu, name, None)
-        if v:
-            return float(v)
-    raise AttributeError("GpuProfile has no bf16 peak")
-
-
-def spans_nodes(group_size: int, stride: int, gpus_per_node: int) -> bool:
-    """Do ``group_size`` ranks spaced ``stride`` apart (Megatron's order) cover more than one node?"""
-    return group_size > 1 and (group_size - 1) * stride >= gpus_per_node
 
 
 def safe_ratio(a: float | None, b: float | None) -> float:
