@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from lumos_core import jit
 from lumos_core.errors import ConfigError, GraphError
 from lumos_core.graph.build import build_graph
 from lumos_core.graph.model import EdgeKind, ExecutionGraph, NodeType
@@ -30,6 +31,7 @@ from lumos_core.replay.breakdown import (
     iteration_windows,
 )
 from lumos_core.replay.intervals import coverage
+from lumos_core.replay.kernels import CAT_COMM, CAT_COMPUTE, CAT_CPU, CAT_LAG, CAT_SYNC_WAIT, critical_walk
 from lumos_core.replay.simulate import binding_end_predecessor, binding_predecessor, simulate
 from lumos_core.trace.model import GPU_ACTIVITY_KINDS, Job, RankTrace
 from lumos_core.trace.rank_analysis import find_iterations
@@ -67,7 +69,7 @@ class IterationResult:
 class CriticalPath:
     """The chain of tasks and dependencies that sets an iteration's end."""
 
-    nodes: list[int]
+    nodes: np.ndarray  # node ids, first to last
     length_ns: int
     by_category_ns: dict[str, int]
 
@@ -211,9 +213,10 @@ def replay(
     sim_seconds = time.perf_counter() - t1
     progress(0.8, "building the predicted timeline")
     timeline = [predicted_rank(graph, t, start, end) for t in job.ranks]
+    paths = PathContext(graph) if critical_paths else None
     ranks = []
     for t, p in zip(job.ranks, timeline):
-        ranks.append(_compare(graph, t, p, start, end, critical_paths))
+        ranks.append(_compare(graph, t, p, start, end, paths))
     progress(1.0, "replay done")
     return ReplayResult(
         graph=graph,
@@ -300,7 +303,7 @@ def _compare(
     predicted: RankTrace,
     start: np.ndarray,
     end: np.ndarray,
-    with_paths: bool,
+    paths: PathContext | None,
 ) -> RankResult:
     mw = iteration_windows(measured)
     pw = iteration_windows(predicted)
@@ -322,10 +325,54 @@ def _compare(
     phi = max(w.end for w in pw) if pw else 0
     busy_p = coverage(predicted.start[gpu_p], predicted.end[gpu_p], plo, max(phi, plo + 1), 1_000_000)
     result = RankResult(measured.rank, iterations, busy_m, busy_p)
-    if with_paths:
+    if paths is not None:
         for w in pw:
-            result.critical_paths[w.name] = critical_path(graph, start, end, measured.rank, w)
+            result.critical_paths[w.name] = critical_path(graph, start, end, measured.rank, w, context=paths)
     return result
+
+
+_SLOT_NAMES = {CAT_CPU: "cpu", CAT_COMM: "gpu_communication", CAT_COMPUTE: "gpu_compute"}
+_SLOT_NAMES[CAT_SYNC_WAIT] = "waiting (sync)"
+_SLOT_NAMES.update({CAT_LAG + k: f"lag: {k.name.lower()}" for k in EdgeKind})
+
+
+class PathContext:
+    """What every critical-path walk of one replay shares: each node's category and each rank's nodes
+    (found once, instead of scanning every node of the job per rank and iteration)."""
+
+    def __init__(self, graph: ExecutionGraph) -> None:
+        self.categories = node_categories(graph)
+        self.by_rank = np.argsort(graph.rank, kind="stable")  # node ids ascending within a rank
+        self.sorted_ranks = graph.rank[self.by_rank]
+
+    def nodes_of(self, rank: int) -> np.ndarray:
+        a, b = np.searchsorted(self.sorted_ranks, [rank, rank + 1])
+        return self.by_rank[a:b]
+
+
+def node_categories(graph: ExecutionGraph) -> np.ndarray:
+    """Per node, what its time counts as on a critical path (the slots of ``replay.kernels``):
+    cpu for CPU tasks; communication for collective transfers and arrivals and any event that is a
+    collective kernel of its rank; compute for other GPU work."""
+    cat = np.full(graph.n_nodes, CAT_COMPUTE, np.int8)
+    first: dict[int, RankTrace] = {}
+    for t in graph.job.ranks:
+        first.setdefault(t.rank, t)
+    ids = np.asarray(sorted(first), np.int64)
+    offsets = np.zeros(len(ids) + 1, np.int64)
+    np.cumsum([len(first[r]) for r in ids.tolist()], out=offsets[1:])
+    is_comm = np.zeros(int(offsets[-1]), bool)
+    for i, r in enumerate(ids.tolist()):
+        ev = first[r].collectives.event.astype(np.int64)
+        ev = ev[(ev >= 0) & (ev < len(first[r]))]
+        is_comm[offsets[i] + ev] = True
+    has_event = (graph.event >= 0) & np.isin(graph.rank, ids)
+    k = np.searchsorted(ids, graph.rank[has_event])
+    comm_event = np.zeros(graph.n_nodes, bool)
+    comm_event[has_event] = is_comm[offsets[k] + graph.event[has_event]]
+    cat[comm_event | (graph.arrive_of >= 0)] = CAT_COMM
+    cat[graph.node_type == NodeType.CPU] = CAT_CPU
+    return cat
 
 
 def _category(graph: ExecutionGraph, v: int) -> str:
@@ -342,16 +389,49 @@ def _category(graph: ExecutionGraph, v: int) -> str:
 
 
 def critical_path(
-    graph: ExecutionGraph, start: np.ndarray, end: np.ndarray, rank: int, window: Window
+    graph: ExecutionGraph,
+    start: np.ndarray,
+    end: np.ndarray,
+    rank: int,
+    window: Window,
+    *,
+    context: PathContext | None = None,
 ) -> CriticalPath:
     """Walk back from the last task of ``rank`` that ends in ``window`` along the dependencies that
     set each start (or a blocking call's end), until the window's start. Time on the path is split
-    into task time by category and dependency lags by edge kind."""
+    into task time by category and dependency lags by edge kind.
+
+    Runs the compiled walk (:func:`replay.kernels.critical_walk`); :func:`critical_path_reference`
+    is the same walk in Python, used without numba and by the tests."""
+    if not jit.ENABLED:
+        return critical_path_reference(graph, start, end, rank, window)
+    ctx = context or PathContext(graph)
+    nodes = ctx.nodes_of(rank)
+    e = end[nodes]
+    mine = nodes[(graph.node_type[nodes] <= NodeType.GPU) & (e <= window.end) & (e > window.start)]
+    if len(mine) == 0:
+        return CriticalPath(np.zeros(0, np.int64), 0, {})
+    v = int(mine[np.argmax(end[mine])])
+    g = graph
+    walk, sums, seen = critical_walk(
+        v, window.start, start, end, g.anchor, g.dur, g.node_type, ctx.categories,
+        g.sp_ptr, g.sp_src, g.sp_from_end, g.sp_lag, g.sp_kind,
+        g.ep_ptr, g.ep_src, g.ep_from_end, g.ep_lag, len(_SLOT_NAMES), 1_000_000,
+    )  # fmt: skip
+    cats = {_SLOT_NAMES[s]: int(sums[s]) for s in np.argsort(seen).tolist() if seen[s] >= 0}
+    length = int(end[v]) - max(int(start[walk[-1]]), window.start)
+    return CriticalPath(walk[::-1].copy(), length, cats)
+
+
+def critical_path_reference(
+    graph: ExecutionGraph, start: np.ndarray, end: np.ndarray, rank: int, window: Window
+) -> CriticalPath:
+    """:func:`critical_path` in plain Python (one node at a time)."""
     mine = np.flatnonzero(
         (graph.rank == rank) & (graph.node_type <= NodeType.GPU) & (end <= window.end) & (end > window.start)
     )
     if len(mine) == 0:
-        return CriticalPath([], 0, {})
+        return CriticalPath(np.zeros(0, np.int64), 0, {})
     v = int(mine[np.argmax(end[mine])])
     t_end = int(end[v])
     nodes: list[int] = []
@@ -383,7 +463,7 @@ def critical_path(
         v = u
     first = nodes[-1]
     length = t_end - max(int(start[first]), window.start)
-    return CriticalPath(nodes[::-1], length, cats)
+    return CriticalPath(np.asarray(nodes[::-1], np.int64), length, cats)
 
 
 def _edge_from_end(graph: ExecutionGraph, u: int, v: int) -> bool:

@@ -1,0 +1,164 @@
+"""Compiled per-node loops of the replay: the topological simulation pass and the critical-path walk.
+
+Written as plain loops over flat arrays so numba compiles them (see :mod:`lumos_core.jit`); without
+numba they run as Python. ``simulate.simulate`` and ``run.critical_path`` keep their list-based
+Python versions as the reference the tests compare these against.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from lumos_core.jit import kernel
+
+# Critical-path categories: slots 0-3 are these, slot CAT_LAG + k is the lag of edge kind k.
+CAT_CPU = 0
+CAT_COMM = 1
+CAT_COMPUTE = 2
+CAT_SYNC_WAIT = 3
+CAT_LAG = 4
+JOIN_TYPE = 3  # NodeType.JOIN (kept numeric: kernels see no enums)
+
+
+@kernel
+def simulate_pass(
+    order, anchor, dur, sp_ptr, sp_src, sp_from_end, sp_lag, ep_ptr, ep_src, ep_from_end, ep_lag
+):  # type: ignore[no-untyped-def]
+    """Start and end of every node, visiting ``order`` (a topological order) once."""
+    n = len(dur)
+    start = np.empty(n, np.int64)
+    end = np.empty(n, np.int64)
+    for i in range(len(order)):
+        v = order[i]
+        s = anchor[v]
+        for j in range(sp_ptr[v], sp_ptr[v + 1]):
+            u = sp_src[j]
+            x = (end[u] if sp_from_end[j] else start[u]) + sp_lag[j]
+            if x > s:
+                s = x
+        e = s + dur[v]
+        for j in range(ep_ptr[v], ep_ptr[v + 1]):
+            u = ep_src[j]
+            x = (end[u] if ep_from_end[j] else start[u]) + ep_lag[j]
+            if x > e:
+                e = x
+        start[v] = s
+        end[v] = e
+    return start, end
+
+
+@kernel
+def critical_walk(  # type: ignore[no-untyped-def]
+    v,
+    window_start,
+    start,
+    end,
+    anchor,
+    dur,
+    node_type,
+    category,
+    sp_ptr,
+    sp_src,
+    sp_from_end,
+    sp_lag,
+    sp_kind,
+    ep_ptr,
+    ep_src,
+    ep_from_end,
+    ep_lag,
+    n_slots,
+    max_steps,
+):
+    """Walk back from ``v`` along the binding dependencies (see ``run.critical_path``).
+
+    Returns (nodes in walk order, ns per category slot, first-seen rank per slot or -1)."""
+    nodes = np.empty(1024, np.int64)
+    count = 0
+    sums = np.zeros(n_slots, np.int64)
+    seen = np.full(n_slots, -1, np.int64)
+    n_seen = 0
+    guard = 0
+    while v >= 0 and guard < max_steps:
+        guard += 1
+        if count == len(nodes):
+            grown = np.empty(2 * len(nodes), np.int64)
+            grown[:count] = nodes[:count]
+            nodes = grown
+        nodes[count] = v
+        count += 1
+        # the end dependency that made a blocking call end late (binding_end_predecessor)
+        best = start[v] + dur[v]
+        u = -1
+        for j in range(ep_ptr[v], ep_ptr[v + 1]):
+            w = ep_src[j]
+            x = (end[w] if ep_from_end[j] else start[w]) + ep_lag[j]
+            if x > best:
+                best = x
+                u = w
+        if u >= 0:
+            met = max(end[u], start[v])
+            if seen[CAT_SYNC_WAIT] < 0:
+                seen[CAT_SYNC_WAIT] = n_seen
+                n_seen += 1
+            sums[CAT_SYNC_WAIT] += end[v] - met
+            slot = category[v]
+            if seen[slot] < 0:
+                seen[slot] = n_seen
+                n_seen += 1
+            sums[slot] += met - start[v]
+            v = u
+            continue
+        if node_type[v] != JOIN_TYPE:
+            slot = category[v]
+            if seen[slot] < 0:
+                seen[slot] = n_seen
+                n_seen += 1
+            sums[slot] += end[v] - start[v]
+        if start[v] <= window_start:
+            break
+        # the start dependency that set its start (binding_predecessor: the last of equal bounds)
+        best = anchor[v]
+        u = -1
+        kind = -1
+        for j in range(sp_ptr[v], sp_ptr[v + 1]):
+            w = sp_src[j]
+            x = (end[w] if sp_from_end[j] else start[w]) + sp_lag[j]
+            if x >= best:
+                best = x
+                u = w
+                kind = sp_kind[j]
+        if u < 0:
+            break
+        from_end = True  # the first edge from u decides which of its times the lag is measured from
+        for j in range(sp_ptr[v], sp_ptr[v + 1]):
+            if sp_src[j] == u:
+                from_end = sp_from_end[j]
+                break
+        gap = start[v] - (end[u] if from_end else start[u])
+        if gap != 0:
+            slot = CAT_LAG + kind
+            if seen[slot] < 0:
+                seen[slot] = n_seen
+                n_seen += 1
+            sums[slot] += gap
+        v = u
+    return nodes[:count].copy(), sums, seen
+
+
+def warm_up() -> None:
+    """Compile both kernels on a two-node graph."""
+    z = np.zeros(2, np.int64)
+    ptr = np.asarray([0, 0, 1], np.int64)
+    src = np.zeros(1, np.int32)
+    fe = np.ones(1, bool)
+    lag = np.zeros(1, np.int64)
+    kind = np.zeros(1, np.int8)
+    e_ptr = np.zeros(3, np.int64)
+    e_src = np.zeros(0, np.int32)
+    order = np.arange(2, dtype=np.int32)
+    dur = np.ones(2, np.int64)
+    s, e = simulate_pass(order, z, dur, ptr, src, fe, lag, e_ptr, e_src, fe[:0], lag[:0])
+    critical_walk(
+        1, 0, s, e, z, dur, np.zeros(2, np.int8), np.zeros(2, np.int8),
+        ptr, src, fe, lag, kind, e_ptr, e_src, fe[:0], lag[:0], 13, 1_000_000,
+    )  # fmt: skip
