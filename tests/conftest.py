@@ -6,12 +6,16 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
 # Qt must never look for a display in tests (CI has none).
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+# Compiled kernels: one cache for every test session and subprocess (set before lumos_core.jit is
+# imported), so numba compiles once per machine rather than in every test run.
+os.environ.setdefault("NUMBA_CACHE_DIR", os.path.join(tempfile.gettempdir(), "lumos-test-numba-cache"))
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED_TRACES = (REPO.parent / "shared" / "traces").resolve()

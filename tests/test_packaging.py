@@ -111,6 +111,10 @@ def test_spec_entry_point_data_files_and_hidden_imports(monkeypatch) -> None:
 
     hidden = set(a.kwargs["hiddenimports"])
     assert {f"lumos_core.commands.{name}" for name in COMMANDS} <= hidden
+    # the compiled kernels and the compiler they need
+    assert {"numba", "llvmlite", "lumos_core.graph.kernels", "lumos_core.replay.kernels"} <= hidden
+    excluded = set(a.kwargs["excludes"])
+    assert not {"numba", "llvmlite"} & excluded
 
     # Qt's translations are dropped, everything else is kept.
     assert [d[0] for d in a.datas] == ["pyqtgraph/icons/auto.png"]

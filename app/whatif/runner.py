@@ -30,6 +30,7 @@ from PySide6.QtCore import QObject, Signal
 from app.jobs import BackgroundTask
 from app.loaded_job import LoadedJob, infer_job_baseline
 from app.timeline.overlay_data import PredictedOverlay, build_overlay
+from lumos_core import jit
 from lumos_core.graph.build import build_graph
 from lumos_core.graph.model import ExecutionGraph
 from lumos_core.progress import Progress, scaled
@@ -110,6 +111,9 @@ class GraphCache:
         with self._lock:
             if self.graph is None:
                 t0 = time.perf_counter()
+                # compile (or load) the graph and replay kernels here, on the worker, before any use
+                progress(0.0, "preparing the compiled kernels")
+                jit.warm_up()
                 self.graph = build_graph(self.job, progress=progress)
                 self.build_s = time.perf_counter() - t0
             else:

@@ -7,7 +7,9 @@ import heapq
 
 import numpy as np
 
+from lumos_core import jit
 from lumos_core.errors import GraphError
+from lumos_core.graph import kernels
 from lumos_core.graph.model import NodeType
 from lumos_core.trace.model import Job
 
@@ -48,7 +50,37 @@ def topological_order(
 
 
 def kahn(n: int, src: np.ndarray, dst: np.ndarray, key: np.ndarray) -> np.ndarray:
-    """Topological order preferring earlier measured times; raises GraphError on a cycle."""
+    """Topological order preferring earlier measured times; raises GraphError on a cycle.
+
+    Runs the compiled loop (:func:`lumos_core.graph.kernels.kahn_order`); :func:`kahn_reference` is
+    the same algorithm on ``heapq``, used without numba and by the tests."""
+    if not jit.ENABLED:
+        return kahn_reference(n, src, dst, key)
+    src = np.asarray(src, np.int64)
+    dst = np.asarray(dst, np.int64)
+    indeg = np.bincount(dst, minlength=n).astype(np.int64)
+    order_e = np.argsort(src, kind="stable")
+    succ = dst[order_e]
+    ptr = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(src, minlength=n), out=ptr[1:])
+    del order_e
+    out, deg = kernels.kahn_order(ptr, succ, indeg, np.ascontiguousarray(key, np.int64))
+    if len(out) < n:
+        raise _cycle_error(n, len(out), np.flatnonzero(deg > 0)[:5].tolist())
+    return out
+
+
+def _cycle_error(n: int, done: int, stuck: list[int]) -> GraphError:
+    err = GraphError(
+        f"the execution graph has a cycle ({n - done} tasks can never start, e.g. nodes "
+        f"{stuck}); a cudaStreamWaitEvent or sync was probably paired with the wrong work"
+    )
+    err.stuck = (n - done, stuck)  # type: ignore[attr-defined]
+    return err
+
+
+def kahn_reference(n: int, src: np.ndarray, dst: np.ndarray, key: np.ndarray) -> np.ndarray:
+    """:func:`kahn` in Python."""
     indeg = np.bincount(dst, minlength=n).astype(np.int64)
     order_e = np.argsort(src, kind="stable")
     s_sorted, d_sorted = src[order_e], dst[order_e]
@@ -70,13 +102,7 @@ def kahn(n: int, src: np.ndarray, dst: np.ndarray, key: np.ndarray) -> np.ndarra
             if deg[w] == 0:
                 heapq.heappush(heap, (key_l[w], w))
     if len(out) < n:
-        stuck = [v for v in range(n) if deg[v] > 0][:5]
-        err = GraphError(
-            f"the execution graph has a cycle ({n - len(out)} tasks can never start, e.g. nodes "
-            f"{stuck}); a cudaStreamWaitEvent or sync was probably paired with the wrong work"
-        )
-        err.stuck = (n - len(out), stuck)  # type: ignore[attr-defined]
-        raise err
+        raise _cycle_error(n, len(out), [v for v in range(n) if deg[v] > 0][:5])
     return np.asarray(out, np.int32)
 
 

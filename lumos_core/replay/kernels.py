@@ -82,7 +82,8 @@ def critical_walk(  # type: ignore[no-untyped-def]
         guard += 1
         if count == len(nodes):
             grown = np.empty(2 * len(nodes), np.int64)
-            grown[:count] = nodes[:count]
+            for k in range(count):  # a plain loop: slice assignment costs seconds of compile time
+                grown[k] = nodes[k]
             nodes = grown
         nodes[count] = v
         count += 1

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from lumos_core import jit
+from lumos_core.graph import kernels
 from lumos_core.graph.edges.edge_list import RankContext
 from lumos_core.graph.model import EdgeKind
-from lumos_core.graph.nodes import QUEUED_GAP_NS, launches_by_stream, previous_end_on_stream
+from lumos_core.graph.nodes import QUEUED_GAP_NS, RankNodes, launches_by_stream, previous_end_on_stream
 from lumos_core.trace.kineto_schema import EVENT_RECORD_CALLS, STREAM_WAIT_CALLS
 from lumos_core.trace.model import Kind, RankTrace
 
@@ -28,9 +30,75 @@ def add_event_waits(ctx: RankContext) -> None:
     )
     if len(waits) == 0:
         return
-    launch_nodes, launch_ts, launch_lane, stream_lane = launches_by_stream(t, rn)
-    if len(launch_nodes) == 0:
+    launches = launches_by_stream(t, rn)
+    if len(launches[0]) == 0:
         return
+    find = event_wait_pairs if jit.ENABLED else event_wait_pairs_reference
+    srcs, dsts, lags, inferred = find(t, rn, waits, launches, typical_latency)
+    if inferred:
+        notes.append(f"inferred-waits {inferred} {len(waits)}")
+    sp.add(srcs, dsts, lags, True, EdgeKind.EVENT_WAIT)
+
+
+Launches = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+
+
+def event_wait_pairs(
+    t: RankTrace, rn: RankNodes, waits: np.ndarray, launches: Launches, typical_latency: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """(source nodes, waiting nodes, lags, waits inferred): the compiled pairing
+    (:func:`lumos_core.graph.kernels.event_wait_pairs`)."""
+    launch_nodes, launch_ts, launch_lane, stream_lane = launches
+    node_ev = rn.events[launch_nodes - rn.base]
+    act_start = t.start[node_ev]
+    act_end = act_start + t.dur[node_ev]
+    launch_of = t.launch[node_ev]
+    launch_end = t.start[launch_of] + t.dur[launch_of]
+    record_mask = t.names_matching(lambda s: s in EVENT_RECORD_CALLS)
+    wait_mask = t.names_matching(lambda s: s in STREAM_WAIT_CALLS)
+    exact = stream_wait_sync_events(t)
+    rec_ev = np.flatnonzero(record_mask[t.name] & (t.kind == Kind.RUNTIME))
+    record_by_corr = dict(zip(t.correlation[rec_ev].tolist(), rec_ev.tolist()))
+    m = len(waits)
+    has_exact = np.zeros(m, bool)
+    exact_dest = np.full(m, -1, np.int32)
+    exact_src = np.full(m, -1, np.int32)
+    exact_rec_ts = np.zeros(m, np.int64)
+    exact_has_rec = np.zeros(m, bool)
+    infos = [exact.get(c) for c in t.correlation[waits].tolist()] if exact else []
+    sel = np.asarray([i for i, x in enumerate(infos) if x is not None], np.int64)
+    if len(sel):
+        trip = np.asarray([infos[i] for i in sel.tolist()], np.int64).reshape(-1, 3)
+        has_exact[sel] = True
+        exact_dest[sel] = trip[:, 0]
+        exact_src[sel] = trip[:, 1]
+        rec = np.asarray([record_by_corr.get(c, -1) for c in trip[:, 2].tolist()], np.int64)
+        starts = np.asarray(t.start)
+        ok = rec >= 0
+        ok[ok] = starts[rec[ok]] <= starts[waits[sel[ok]]]  # never a record issued after the wait
+        exact_has_rec[sel] = ok
+        exact_rec_ts[sel[ok]] = starts[rec[ok]]
+    i64, i32 = np.int64, np.int32
+
+    def arr(a: np.ndarray, dtype: type) -> np.ndarray:
+        return np.ascontiguousarray(a, dtype)
+
+    src, dst, lag, inferred = kernels.event_wait_pairs(
+        arr(waits, i64), arr(t.lane_begin[t.lane[waits]], i64), has_exact, exact_dest, exact_src,
+        exact_rec_ts, exact_has_rec, arr(launch_ts, i64), arr(launch_lane, i32), arr(stream_lane, i32),
+        arr(act_start, i64), arr(act_end, i64), arr(launch_end, i64),
+        arr(previous_end_on_stream(t, node_ev), i64), arr(t.start, i64), arr(t.dur, i64),
+        arr(t.kind, np.int8), arr(t.lane, i32), arr(t.external_id, i64), record_mask[t.name],
+        wait_mask[t.name], int(Kind.RUNTIME), int(typical_latency), QUEUED_GAP_NS,
+    )  # fmt: skip
+    return launch_nodes[src], launch_nodes[dst], lag, int(inferred)
+
+
+def event_wait_pairs_reference(
+    t: RankTrace, rn: RankNodes, waits: np.ndarray, launches: Launches, typical_latency: int
+) -> tuple[list[int], list[int], list[int], int]:
+    """:func:`event_wait_pairs` in Python, one wait at a time."""
+    launch_nodes, launch_ts, launch_lane, stream_lane = launches
     node_ev = rn.events[launch_nodes - rn.base]
     act_start = t.start[node_ev]
     act_end = act_start + t.dur[node_ev]
@@ -96,9 +164,7 @@ def add_event_waits(ctx: RankContext) -> None:
         dsts.append(int(launch_nodes[dst_idx]))
         # The GPU takes a few µs to see an event complete: keep that latency when it was measured.
         lags.append(min(max(int(act_start[dst_idx] - act_end[src_idx]), 0), QUEUED_GAP_NS))
-    if inferred:
-        notes.append(f"inferred-waits {inferred} {len(waits)}")
-    sp.add(srcs, dsts, lags, True, EdgeKind.EVENT_WAIT)
+    return srcs, dsts, lags, inferred
 
 
 def adjacent_record(t: RankTrace, wait: int, record_mask: np.ndarray) -> int:
@@ -123,8 +189,8 @@ def stream_wait_sync_events(t: RankTrace) -> dict[int, tuple[int, int, int]]:
     """correlation of cudaStreamWaitEvent -> (waiting lane, recorded lane, record correlation)."""
     out: dict[int, tuple[int, int, int]] = {}
     lane_of_stream = {(ln.device, ln.stream): ln.index for ln in t.lanes if ln.is_gpu}
-    for i in np.flatnonzero(t.kind == Kind.CUDA_SYNC).tolist():
-        a = t.args_of(i)
+    syncs = np.flatnonzero(t.kind == Kind.CUDA_SYNC)
+    for i, a in zip(syncs.tolist(), t.args_of_many(syncs)):
         if a.get("cuda_sync_kind") != "Stream Wait Event":
             continue
         dev = t.lanes[int(t.lane[i])].device

@@ -76,8 +76,8 @@ def add_syncs(ctx: RankContext) -> None:
 def sync_event_streams(t: RankTrace) -> dict[int, int]:
     """correlation of a cudaStreamSynchronize -> its stream's lane, from ``cuda_sync`` events."""
     out: dict[int, int] = {}
-    for i in np.flatnonzero(t.kind == Kind.CUDA_SYNC).tolist():
-        args = t.args_of(i)
+    syncs = np.flatnonzero(t.kind == Kind.CUDA_SYNC)
+    for i, args in zip(syncs.tolist(), t.args_of_many(syncs)):
         if args.get("cuda_sync_kind") == "Stream Sync":
             out[int(t.correlation[i])] = int(t.lane[i])
     return out

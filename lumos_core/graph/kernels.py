@@ -1,0 +1,221 @@
+"""Compiled per-node loops of graph building: Kahn's topological order and the pairing of
+cudaStreamWaitEvent calls with the work they wait for.
+
+Plain loops over flat arrays so numba compiles them (see :mod:`lumos_core.jit`); without numba they
+run as Python. ``order.kahn_reference`` and ``edges.event_wait`` keep the Python versions the tests
+compare these against.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from lumos_core.jit import kernel
+
+
+@kernel
+def _less(ka, va, kb, vb):  # type: ignore[no-untyped-def]
+    return ka < kb or (ka == kb and va < vb)
+
+
+@kernel
+def kahn_order(ptr, succ, indeg, key):  # type: ignore[no-untyped-def]
+    """Kahn's algorithm taking the ready node of smallest (key, id) first: the order ``heapq`` gives.
+
+    Returns (order, remaining in-degree per node); the order is short of n nodes when there is a
+    cycle."""
+    n = len(indeg)
+    deg = indeg.copy()
+    heap_k = np.empty(n, np.int64)
+    heap_v = np.empty(n, np.int64)
+    size = 0
+    out = np.empty(n, np.int32)
+    count = 0
+    for v0 in range(n):
+        if deg[v0] != 0:
+            continue
+        # push (sift up)
+        i = size
+        size += 1
+        k0 = key[v0]
+        while i > 0:
+            p = (i - 1) >> 1
+            if _less(k0, v0, heap_k[p], heap_v[p]):
+                heap_k[i] = heap_k[p]
+                heap_v[i] = heap_v[p]
+                i = p
+            else:
+                break
+        heap_k[i] = k0
+        heap_v[i] = v0
+    while size > 0:
+        v = heap_v[0]
+        out[count] = v
+        count += 1
+        # pop: move the last entry to the root and sift it down
+        size -= 1
+        if size > 0:
+            lk = heap_k[size]
+            lv = heap_v[size]
+            i = 0
+            while True:
+                c = 2 * i + 1
+                if c >= size:
+                    break
+                if c + 1 < size and _less(heap_k[c + 1], heap_v[c + 1], heap_k[c], heap_v[c]):
+                    c += 1
+                if _less(heap_k[c], heap_v[c], lk, lv):
+                    heap_k[i] = heap_k[c]
+                    heap_v[i] = heap_v[c]
+                    i = c
+                else:
+                    break
+            heap_k[i] = lk
+            heap_v[i] = lv
+        for j in range(ptr[v], ptr[v + 1]):
+            w = succ[j]
+            deg[w] -= 1
+            if deg[w] == 0:
+                i = size
+                size += 1
+                kw = key[w]
+                while i > 0:
+                    p = (i - 1) >> 1
+                    if _less(kw, w, heap_k[p], heap_v[p]):
+                        heap_k[i] = heap_k[p]
+                        heap_v[i] = heap_v[p]
+                        i = p
+                    else:
+                        break
+                heap_k[i] = kw
+                heap_v[i] = w
+    return out[:count].copy(), deg
+
+
+@kernel
+def adjacent_record(wait, lane_lo, start, dur, kind, external_id, is_record, is_wait, runtime_kind):  # type: ignore[no-untyped-def]
+    """The cudaEventRecord issued together with ``wait`` (same operator, or just before it), or -1."""
+    i = wait - 1
+    ext = external_id[wait]
+    while i >= lane_lo and start[wait] - start[i] < 200_000:
+        if kind[i] == runtime_kind:
+            if is_record[i]:
+                same_op = ext >= 0 and external_id[i] == ext
+                close = start[wait] - (start[i] + dur[i]) < 20_000
+                return i if (same_op or close) else -1
+            if is_wait[i]:
+                return -1  # another wait in between: that record belonged to it
+        i -= 1
+    return -1
+
+
+@kernel
+def event_wait_pairs(  # type: ignore[no-untyped-def]
+    waits,
+    wait_lane_lo,
+    has_exact,
+    exact_dest,
+    exact_src,
+    exact_rec_ts,
+    exact_has_rec,
+    launch_ts,
+    launch_lane,
+    stream_lane,
+    act_start,
+    act_end,
+    launch_end,
+    prev_end_on_stream,
+    start,
+    dur,
+    kind,
+    lane,
+    external_id,
+    is_record,
+    is_wait,
+    runtime_kind,
+    typical_latency,
+    queued_gap,
+):
+    """For each wait: (source launch index, destination launch index, lag) — the loop documented in
+    ``edges.event_wait.add_event_waits``. Returns (src, dst, lag, pairs found, waits inferred)."""
+    m = len(waits)
+    n = len(launch_ts)
+    srcs = np.empty(m, np.int64)
+    dsts = np.empty(m, np.int64)
+    lags = np.empty(m, np.int64)
+    found = 0
+    inferred = 0
+    for i in range(m):
+        w = waits[i]
+        ts = start[w]
+        after = np.searchsorted(launch_ts, ts, side="right")
+        src_idx = -1
+        dst_idx = -1
+        if has_exact[i]:
+            dest_lane = exact_dest[i]
+            src_lane = exact_src[i]
+            if src_lane < 0:  # it waits on a stream that ran nothing in the trace
+                continue
+            cut = after
+            if exact_has_rec[i]:
+                cut = np.searchsorted(launch_ts, exact_rec_ts[i], side="right")
+            for k in range(cut - 1, -1, -1):
+                if stream_lane[k] == src_lane:
+                    src_idx = k
+                    break
+            for k in range(after, n):
+                if stream_lane[k] == dest_lane:
+                    dst_idx = k
+                    break
+            if dst_idx < 0:
+                continue
+        else:
+            inferred += 1
+            for k in range(after, n):
+                if launch_lane[k] == lane[w]:
+                    dst_idx = k
+                    break
+            if dst_idx < 0:
+                continue
+            dest_lane = stream_lane[dst_idx]
+            rec = adjacent_record(
+                w, wait_lane_lo[i], start, dur, kind, external_id, is_record, is_wait, runtime_kind
+            )
+            if rec >= 0:
+                cut = np.searchsorted(launch_ts, start[rec], side="right")
+                # the last launch before the record on another stream is that stream's last work
+                for k in range(cut - 1, -1, -1):
+                    if stream_lane[k] != dest_lane:
+                        src_idx = k
+                        break
+            explained = max(prev_end_on_stream[dst_idx], launch_end[dst_idx] + typical_latency)
+            if act_start[dst_idx] - explained > queued_gap:
+                # it waited for something: the other-stream work that ended last just before it
+                limit = act_start[dst_idx] + 2_000
+                best = -1
+                for k in range(after):
+                    ok = stream_lane[k] != dest_lane and act_end[k] <= limit
+                    if ok and (best < 0 or act_end[k] > act_end[best]):
+                        best = k
+                if best >= 0 and (src_idx < 0 or act_end[best] > act_end[src_idx]):
+                    src_idx = best
+        if src_idx < 0 or stream_lane[src_idx] == stream_lane[dst_idx]:
+            continue
+        srcs[found] = src_idx
+        dsts[found] = dst_idx
+        lags[found] = min(max(act_start[dst_idx] - act_end[src_idx], 0), queued_gap)
+        found += 1
+    return srcs[:found].copy(), dsts[:found].copy(), lags[:found].copy(), inferred
+
+
+def warm_up() -> None:
+    """Compile the kernels on tiny inputs."""
+    ptr = np.asarray([0, 1, 1], np.int64)
+    kahn_order(ptr, np.asarray([1], np.int64), np.asarray([0, 1], np.int64), np.zeros(2, np.int64))
+    i64 = np.zeros(1, np.int64)
+    i32 = np.zeros(1, np.int32)
+    b = np.zeros(1, bool)
+    event_wait_pairs(
+        i64, i64, b, i32, i32, i64, b, i64, i32, i32, i64, i64, i64, i64,
+        i64, i64, np.zeros(1, np.int8), i32, i64, b, b, 5, 2_000, 5_000,
+    )  # fmt: skip

@@ -1,0 +1,219 @@
+"""The compiled graph and replay kernels against their pure-Python references.
+
+Random DAGs (hypothesis) exercise the kernels directly; real and synthetic traces are built and
+replayed twice, compiled and with ``jit.ENABLED`` off (every kernel's Python reference), and every
+array of the graph, every replayed time and every critical path must be identical.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from conftest import REPO, needs_shared, shared
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lumos_core import jit
+from lumos_core.errors import GraphError
+from lumos_core.graph import kernels as graph_kernels
+from lumos_core.graph.order import kahn, kahn_reference
+from lumos_core.replay import kernels as replay_kernels
+from lumos_core.replay.breakdown import iteration_windows
+from lumos_core.replay.run import critical_path, critical_path_reference, replay
+from lumos_core.replay.simulate import simulate, simulate_reference
+from lumos_core.synth import ModelSpec, SynthConfig, synthesize
+from lumos_core.trace.loader import load_job
+
+GRAPH_ARRAYS = (
+    "rank", "event", "node_type", "proc", "dur", "anchor", "measured_start", "measured_end",
+    "sp_ptr", "sp_src", "sp_lag", "sp_from_end", "sp_kind", "ep_ptr", "ep_src", "ep_lag",
+    "ep_from_end", "ep_kind", "order", "arrive_of",
+)  # fmt: skip
+
+
+@st.composite
+def dags(draw: st.DrawFn, cycles: bool = False) -> SimpleNamespace:
+    """A random graph in the replay's CSR layout: start and end dependencies, lags, anchors, and
+    keys with many ties (the topological order breaks them by node id)."""
+    n = draw(st.integers(2 if cycles else 1, 40))
+    m = draw(st.integers(0, 3 * n))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    perm = rng.permutation(n)  # edges go forward in this order: a DAG
+    a = rng.integers(0, n, m)
+    b = rng.integers(0, n, m)
+    keep = a != b
+    a, b = a[keep], b[keep]
+    lo, hi = np.minimum(a, b), np.maximum(a, b)
+    src, dst = perm[lo], perm[hi]
+    if cycles:  # two nodes waiting for each other (and whatever depends on them)
+        src, dst = np.r_[src, perm[0], perm[-1]], np.r_[dst, perm[-1], perm[0]]
+    end_dep = rng.random(len(src)) < 0.2
+    key = rng.integers(0, 5, n) * 1000
+
+    def csr(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        s, d = src[mask], dst[mask]
+        order = np.argsort(d, kind="stable")
+        ptr = np.zeros(n + 1, np.int64)
+        np.cumsum(np.bincount(d, minlength=n), out=ptr[1:])
+        lag = rng.integers(-50, 500, len(s))
+        return ptr, s[order].astype(np.int32), lag[order].astype(np.int64), rng.random(len(s)) < 0.7
+
+    sp_ptr, sp_src, sp_lag, sp_fe = csr(~end_dep)
+    ep_ptr, ep_src, ep_lag, ep_fe = csr(end_dep)
+    anchor = np.where(rng.random(n) < 0.3, rng.integers(0, 3000, n), -(2**60)).astype(np.int64)
+    return SimpleNamespace(
+        n_nodes=n, src=src, dst=dst, key=key, dur=rng.integers(0, 1000, n).astype(np.int64),
+        anchor=anchor, sp_ptr=sp_ptr, sp_src=sp_src, sp_lag=sp_lag, sp_from_end=sp_fe,
+        sp_kind=rng.integers(0, 9, len(sp_src)).astype(np.int8),
+        ep_ptr=ep_ptr, ep_src=ep_src, ep_lag=ep_lag, ep_from_end=ep_fe,
+        node_type=rng.integers(0, 4, n).astype(np.int8), category=rng.integers(0, 3, n).astype(np.int8),
+    )  # fmt: skip
+
+
+@settings(max_examples=150, deadline=None)
+@given(dags())
+def test_kahn_matches_heapq_reference_on_random_dags(g: SimpleNamespace) -> None:
+    ref = kahn_reference(g.n_nodes, g.src, g.dst, g.key)
+    assert np.array_equal(kahn(g.n_nodes, g.src, g.dst, g.key), ref)
+    ptr = np.zeros(g.n_nodes + 1, np.int64)
+    order = np.argsort(g.src, kind="stable")
+    np.cumsum(np.bincount(g.src, minlength=g.n_nodes), out=ptr[1:])
+    indeg = np.bincount(g.dst, minlength=g.n_nodes).astype(np.int64)
+    args = (ptr, g.dst[order].astype(np.int64), indeg, g.key.astype(np.int64))
+    plain, _ = graph_kernels.kahn_order.py_func(*args)
+    assert np.array_equal(plain, ref)
+
+
+@settings(max_examples=60, deadline=None)
+@given(dags(cycles=True))
+def test_kahn_reports_the_same_cycle_as_the_reference(g: SimpleNamespace) -> None:
+    with pytest.raises(GraphError) as ref:
+        kahn_reference(g.n_nodes, g.src, g.dst, g.key)
+    with pytest.raises(GraphError) as got:
+        kahn(g.n_nodes, g.src, g.dst, g.key)
+    assert str(got.value) == str(ref.value)
+    assert got.value.stuck == ref.value.stuck  # type: ignore[attr-defined]
+
+
+@settings(max_examples=150, deadline=None)
+@given(dags())
+def test_simulation_kernel_matches_reference_on_random_dags(g: SimpleNamespace) -> None:
+    g.order = kahn_reference(g.n_nodes, g.src, g.dst, g.key)
+    ref_s, ref_e = simulate_reference(g)  # type: ignore[arg-type]
+    s, e = simulate(g)  # type: ignore[arg-type]
+    assert np.array_equal(s, ref_s) and np.array_equal(e, ref_e)
+    dur = g.dur * 3
+    lag = g.sp_lag // 2
+    ref_s, ref_e = simulate_reference(g, dur, lag)  # type: ignore[arg-type]
+    s, e = simulate(g, dur, lag)  # type: ignore[arg-type]
+    assert np.array_equal(s, ref_s) and np.array_equal(e, ref_e)
+
+
+@settings(max_examples=150, deadline=None)
+@given(dags(), st.integers(0, 2000))
+def test_critical_walk_compiled_equals_its_python_form(g: SimpleNamespace, window_start: int) -> None:
+    order = kahn_reference(g.n_nodes, g.src, g.dst, g.key)
+    start, end = replay_kernels.simulate_pass.py_func(
+        order, g.anchor, g.dur, g.sp_ptr, g.sp_src, g.sp_from_end, g.sp_lag,
+        g.ep_ptr, g.ep_src, g.ep_from_end, g.ep_lag,
+    )  # fmt: skip
+    v = int(order[-1])
+    args = (
+        v, window_start, start, end, g.anchor, g.dur, g.node_type, g.category, g.sp_ptr, g.sp_src,
+        g.sp_from_end, g.sp_lag, g.sp_kind, g.ep_ptr, g.ep_src, g.ep_from_end, g.ep_lag, 13, 10_000,
+    )  # fmt: skip
+    got = replay_kernels.critical_walk(*args)
+    ref = replay_kernels.critical_walk.py_func(*args)
+    for a, b in zip(got, ref):
+        assert np.array_equal(a, b)
+
+
+# ------------------------------------------------------------- whole graphs, compiled vs reference
+
+
+def _both_ways(job, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    fast = replay(job)
+    with monkeypatch.context() as m:
+        m.setattr(jit, "ENABLED", False)
+        ref = replay(job)
+    return fast, ref
+
+
+def assert_identical(fast, ref) -> None:  # type: ignore[no-untyped-def]
+    for name in GRAPH_ARRAYS:
+        a, b = getattr(fast.graph, name), getattr(ref.graph, name)
+        assert a.dtype == b.dtype and np.array_equal(a, b), name
+    assert fast.graph.notes == ref.graph.notes
+    assert fast.graph.unexplained_ns == ref.graph.unexplained_ns
+    assert np.array_equal(fast.start, ref.start) and np.array_equal(fast.end, ref.end)
+    for a, b in zip(fast.ranks, ref.ranks):
+        assert list(a.critical_paths) == list(b.critical_paths)
+        for name, p in a.critical_paths.items():
+            q = b.critical_paths[name]
+            assert np.array_equal(p.nodes, q.nodes) and p.length_ns == q.length_ns
+            assert list(p.by_category_ns.items()) == list(q.by_category_ns.items())
+    assert fast.as_dict(include_busy=True) | {"seconds": 0, "simulate_seconds": 0, "tasks_per_second": 0} == (
+        ref.as_dict(include_busy=True) | {"seconds": 0, "simulate_seconds": 0, "tasks_per_second": 0}
+    )
+
+
+def test_synthetic_job_is_identical_compiled_and_reference(tmp_path: Path, monkeypatch) -> None:
+    tiny = ModelSpec("tiny", layers=4, hidden=256, ffn=1024, heads=4, seq=128, vocab=1024)
+    synthesize(
+        SynthConfig(model=tiny, tp=2, pp=2, dp=2, microbatches=4, iterations=2, seed=3), tmp_path / "j"
+    )
+    fast, ref = _both_ways(load_job(tmp_path / "j"), monkeypatch)
+    assert fast.graph.edge_counts()["event_wait"] > 0 and fast.graph.edge_counts()["collective"] > 0
+    assert_identical(fast, ref)
+
+
+def test_recorded_cpu_trace_is_identical_compiled_and_reference(monkeypatch) -> None:
+    fast, ref = _both_ways(load_job(REPO / "tests" / "data" / "cpu-gpt" / "base"), monkeypatch)
+    assert_identical(fast, ref)
+
+
+@needs_shared
+@pytest.mark.parametrize(
+    "path",
+    [
+        "h100-nanogpt-8rank",
+        "a100-ddp-2rank",
+        "dlrm-v100-8rank",
+        "hta-critical-path/alexnet.json.gz",
+        "hta-critical-path/event_sync.json.gz",
+        "hta-critical-path/event_sync_multi_stream.json.gz",
+        "h100-hf-inference/gaunernst_bert-small-uncased__1016001.json.gz",
+        "edge-cases/backward_thread_plain.json",
+        "edge-cases/triton_cuLaunchKernel.json.gz",
+        "edge-cases/rocm_mi250_minitoy.json.gz",
+        "edge-cases/sampled_no_flows_rank-0.json.gz",
+    ],
+)
+def test_shared_trace_is_identical_compiled_and_reference(path: str, monkeypatch) -> None:
+    job = load_job(shared(path))
+    fast, ref = _both_ways(job, monkeypatch)
+    assert_identical(fast, ref)
+
+
+def test_critical_path_without_context_matches_reference(tmp_path: Path) -> None:
+    job = load_job(REPO / "tests" / "data" / "cpu-gpt" / "base")
+    r = replay(job, critical_paths=False)
+    for t, p in zip(job.ranks, r.timeline):
+        for w in iteration_windows(p):
+            a = critical_path(r.graph, r.start, r.end, t.rank, w)
+            b = critical_path_reference(r.graph, r.start, r.end, t.rank, w)
+            assert np.array_equal(a.nodes, b.nodes) and a.by_category_ns == b.by_category_ns
+
+
+def test_numba_caches_outside_the_install_folder() -> None:
+    if not jit.ENABLED:
+        pytest.skip("numba is not installed")
+    import os
+
+    cache = Path(os.environ["NUMBA_CACHE_DIR"]).resolve()
+    assert REPO not in cache.parents and cache != REPO
+    jit.warm_up()
+    assert any(cache.rglob("*.nbi")), "warm_up wrote no compiled code to the cache"
