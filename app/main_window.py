@@ -108,10 +108,8 @@ class MainWindow(JobOpening, WindowMenus, QMainWindow):
         self.splitDockWidget(self.summary_dock, self.details_dock, Qt.Orientation.Vertical)
         self._docks_sized = False
         self.build_status_bar()
-        self.workbench = WhatIfWorkbench(self)
-        tl.insertWidget(1, self.workbench.overlay_note)  # under the legend: what the overlay shows
-        self.workspace.addTab(self.workbench.compare, "Compare")
-        self.workspace.addTab(self.workbench.sweep, "Sweep")
+        self.workbench = WhatIfWorkbench(self, self.timeline, self.theme, self)
+        self._place_workbench(tl)
 
         self.build_toolbar()
         self.build_menus()
@@ -123,6 +121,30 @@ class MainWindow(JobOpening, WindowMenus, QMainWindow):
         self.refresh_recent()
         if restore_layout:
             self._restore_layout()
+
+    def _place_workbench(self, timeline_column: QVBoxLayout) -> None:
+        """The what-if docks on the left, its Prediction tab in the summary dock, its Compare and
+        Sweep tabs in the central area, its note under the legend, its corner of the status bar."""
+        wb = self.workbench
+        self.addDockWidget(Qt.DockWidgetArea.LeftDockWidgetArea, wb.config_dock)
+        self.addDockWidget(Qt.DockWidgetArea.LeftDockWidgetArea, wb.scenario_dock)
+        self.splitDockWidget(wb.config_dock, wb.scenario_dock, Qt.Orientation.Vertical)
+        self.summaries.insertTab(1, wb.prediction, "Prediction")  # after Iterations
+        self.statusBar().addPermanentWidget(wb.status)
+        timeline_column.insertWidget(1, wb.overlay_note)  # under the legend: what the overlay shows
+        self.workspace.addTab(wb.compare, "Compare")
+        self.workspace.addTab(wb.sweep, "Sweep")
+        wb.reveal_requested.connect(self.reveal)
+
+    def reveal(self, page: QWidget | None) -> None:
+        """Bring a page to the front: a tab of the central area or of the summary dock (None: the
+        timeline)."""
+        if page is None:
+            self.workspace.setCurrentWidget(self.timeline_page)
+        elif self.workspace.indexOf(page) >= 0:
+            self.workspace.setCurrentWidget(page)
+        elif self.summaries.indexOf(page) >= 0:
+            self.summaries.setCurrentWidget(page)
 
     # ------------------------------------------------------------------ showing a job
     def set_loaded(self, loaded: LoadedJob) -> None:

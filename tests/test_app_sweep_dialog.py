@@ -202,7 +202,7 @@ def test_the_rows_save_as_a_results_file_the_cli_resumes(win, local_rows, tmp_pa
     d.set_grid_text(GRID)
     d.grid = d.current_grid()
     d.rows, d.keys = dict(local_rows), [r.key for r in local_rows.values()]
-    d._refresh()
+    d.refresh_views()
     out = tmp_path / "sweep.csv"
     d.save_csv(str(out))
     with ResultsFile(out, d.grid.columns) as back:

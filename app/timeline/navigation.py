@@ -55,6 +55,12 @@ class TimelineNavigation:
     _iteration_cursor = -1
     _syncing_scrollbar = False
 
+    def wire_navigation(self) -> None:
+        """Keep the row height when the view resizes; the scroll bar and the view follow each other."""
+        self.view_box.sigResized.connect(self._keep_row_height)
+        self.view_box.sigRangeChanged.connect(self._follow_range)
+        self.scrollbar.valueChanged.connect(self._on_scrollbar)
+
     # ------------------------------------------------------------------ ranges
     def x_range(self) -> tuple[float, float]:
         (x0, x1), _ = self.view_box.viewRange()
@@ -143,7 +149,7 @@ class TimelineNavigation:
         if not self._syncing_scrollbar:
             self.scroll_to_row(float(value))
 
-    def _follow_range(self) -> None:
+    def _follow_range(self, *_: object) -> None:
         """The view moved: the scroll bar and the labels follow it."""
         self._syncing_scrollbar = True
         self.scrollbar.setValue(int(round(self.y_range()[0])))

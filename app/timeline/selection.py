@@ -205,6 +205,13 @@ class TimelineSelection:
         return f"{name}\n{dur} · {fam} · rank {t.rank} · {lane}\nstarts at {start:.6f} ms"
 
     # ------------------------------------------------------------------ pointer
+    def wire_pointer(self) -> None:
+        """Hover, click and Shift+drag on the canvas."""
+        self.view_box.sigMeasure.connect(self._on_measure)
+        scene = self.canvas.scene()
+        scene.sigMouseMoved.connect(self._on_mouse_moved)
+        scene.sigMouseClicked.connect(self._on_mouse_clicked)
+
     def _on_measure(self, a: float, b: float, finished: bool) -> None:
         self.overlay.measure = (min(a, b), max(a, b))
         self.overlay.update()

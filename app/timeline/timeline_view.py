@@ -103,14 +103,10 @@ class TimelineView(TimelineNavigation, TimelineSelection, TimelineSearch, Predic
         lay.addWidget(self.canvas, 1)
         lay.addWidget(self.scrollbar)
 
-        self.view_box.sigResized.connect(self._keep_row_height)
+        self.wire_navigation()
         self.view_box.sigRangeChanged.connect(self._on_range_changed)
-        self.view_box.sigMeasure.connect(self._on_measure)
+        self.wire_pointer()
         self.label_axis.sigRowClicked.connect(self.toggle_row)
-        self.scrollbar.valueChanged.connect(self._on_scrollbar)
-        scene = self.canvas.scene()
-        scene.sigMouseMoved.connect(self._on_mouse_moved)
-        scene.sigMouseClicked.connect(self._on_mouse_clicked)
         self.item.sigPainted.connect(self._on_painted)
         self.apply_theme(theme)
 
@@ -193,7 +189,6 @@ class TimelineView(TimelineNavigation, TimelineSelection, TimelineSearch, Predic
 
     # ------------------------------------------------------------------ view news
     def _on_range_changed(self, *_: object) -> None:
-        self._follow_range()
         self.view_changed.emit()
 
     def _on_painted(self, seconds: float) -> None:

@@ -144,6 +144,10 @@ class ConfigPanel(QWidget):
         buttons.addWidget(self.replay_button)
         buttons.addWidget(self.reset_button)
         bottom.addLayout(buttons)
+        # more actions (e.g. the Sweep dialog's button), each on its own line under the buttons: in
+        # their row they would widen the dock, and with it shrink the timeline
+        self._extra_actions = QVBoxLayout()
+        bottom.addLayout(self._extra_actions)
         run_row = QHBoxLayout()
         self.progress = QProgressBar()
         self.progress.setRange(0, 1000)
@@ -169,6 +173,13 @@ class ConfigPanel(QWidget):
         # and a narrow dock would then clip "Data parallel (DP)" instead of scrolling sideways
         self.set_running(False)
         self.set_baseline(None)
+
+    def add_action(self, button: QPushButton) -> None:
+        """Offer another action on its own line under Estimate / Replay / Reset."""
+        row = QHBoxLayout()
+        row.addWidget(button)
+        row.addStretch(1)
+        self._extra_actions.addLayout(row)
 
     def _group(self, title: str, knobs: list[tuple[str, str, str]]) -> QGroupBox:
         box = QGroupBox(title)

@@ -20,9 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lumos_core.errors import ConfigError
-from lumos_core.sweep.one_knob import parse_values
 from lumos_core.whatif.config import KNOBS, Baseline, problems
-from lumos_core.whatif.knobs import coerce_value, format_changes
+from lumos_core.whatif.knobs import INT_KNOBS, coerce_value, format_changes
 
 _SPEC_SEPARATORS = re.compile(r"[\s;]+")
 
@@ -60,6 +59,38 @@ class Grid:
 
 def _text(value: Any) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def default_values(knob: str, current: Any, limit: int = 512) -> list[Any]:
+    """A sensible range for ``knob`` around its baseline value ``current``: powers of two from
+    the current value up to ``limit`` for parallelism (DP 8 -> 8, 16, ..., 512), halves and
+    doubles for model sizes."""
+    if knob in ("dp", "tp", "pp", "microbatches"):
+        start = max(int(current or 1), 1)
+        out = []
+        v = start
+        while v <= limit and len(out) < 12:
+            out.append(v)
+            v *= 2
+        return out
+    if knob in INT_KNOBS and current:
+        c = int(current)
+        return sorted({max(1, c // 2), c, c * 2, c * 4})
+    if knob == "gpu":
+        from lumos_core.perf.hardware import known_gpu_names
+
+        return known_gpu_names()
+    return [current] if current is not None else []
+
+
+def parse_values(knob: str, text: str) -> list[Any]:
+    """``"8, 16, 32"`` (or ``"8-512"`` for powers of two) as typed values of ``knob``."""
+    text = text.strip()
+    if "-" in text and "," not in text and knob in INT_KNOBS:
+        lo, _, hi = text.partition("-")
+        lo_v, hi_v = coerce_value(knob, lo), coerce_value(knob, hi)
+        return default_values(knob, lo_v, limit=hi_v)
+    return [coerce_value(knob, v) for v in text.split(",") if v.strip()]
 
 
 def parse_grid(text: str, fixed: dict[str, Any] | None = None) -> Grid:

@@ -17,11 +17,12 @@ from lumos_core.graph.build import build_graph
 from lumos_core.graph.model import ExecutionGraph
 from lumos_core.progress import Progress, no_progress, scaled
 from lumos_core.replay.breakdown import Breakdown
+from lumos_core.sweep.grid import default_values, parse_values  # noqa: F401  (re-exported)
 from lumos_core.sweep.point import estimate_point
 from lumos_core.trace.model import Job
 from lumos_core.whatif.baseline import infer_baseline
 from lumos_core.whatif.config import Baseline
-from lumos_core.whatif.knobs import INT_KNOBS, coerce_value
+from lumos_core.whatif.knobs import coerce_value
 
 
 @dataclass
@@ -68,38 +69,6 @@ def sweep_rows(points: list[SweepPoint]) -> list[SweepRow]:
             SweepRow(p.knob, str(p.value), p.world_size, p.iteration_us / 1000, *parts, p.change_pct, p.error)
         )
     return rows
-
-
-def default_values(knob: str, current: Any, limit: int = 512) -> list[Any]:
-    """A sensible range for ``knob`` around its baseline value ``current``: powers of two from
-    the current value up to ``limit`` for parallelism (DP 8 -> 8, 16, ..., 512), halves and
-    doubles for model sizes."""
-    if knob in ("dp", "tp", "pp", "microbatches"):
-        start = max(int(current or 1), 1)
-        out = []
-        v = start
-        while v <= limit and len(out) < 12:
-            out.append(v)
-            v *= 2
-        return out
-    if knob in INT_KNOBS and current:
-        c = int(current)
-        return sorted({max(1, c // 2), c, c * 2, c * 4})
-    if knob == "gpu":
-        from lumos_core.perf.hardware import known_gpu_names
-
-        return known_gpu_names()
-    return [current] if current is not None else []
-
-
-def parse_values(knob: str, text: str) -> list[Any]:
-    """``"8, 16, 32"`` (or ``"8-512"`` for powers of two) as typed values of ``knob``."""
-    text = text.strip()
-    if "-" in text and "," not in text and knob in INT_KNOBS:
-        lo, _, hi = text.partition("-")
-        lo_v, hi_v = coerce_value(knob, lo), coerce_value(knob, hi)
-        return default_values(knob, lo_v, limit=hi_v)
-    return [coerce_value(knob, v) for v in text.split(",") if v.strip()]
 
 
 def sweep(

@@ -1,0 +1,283 @@
+"""The Sweep dialog's views of its rows: iteration time and breakdown against one swept knob (the
+other swept knobs held at the values picked in *slice*), a Pareto view of time against GPUs, the
+table, and the configuration picked in any of them.
+
+:class:`GridViews` is one part of :class:`~app.sweep.sweep_dialog.GridSweepDialog`: it reads the
+dialog's ``grid``, ``rows`` (key -> row, as they arrive) and ``keys`` (grid order) and keeps
+``shown`` (the table's rows) and ``selected`` (the picked key).
+"""
+
+from __future__ import annotations
+
+import html
+import itertools
+import math
+from typing import TYPE_CHECKING, Any
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import (
+    QComboBox,
+    QHBoxLayout,
+    QLabel,
+    QPushButton,
+    QSplitter,
+    QStackedWidget,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.panels.summary_panes import TablePane
+from app.panels.table_model import Column
+from app.sweep.pareto_chart import ParetoChart
+from app.sweep.sweep_view import SweepChart
+from app.theme import Theme
+from lumos_core.sweep.grid import Grid
+from lumos_core.sweep.one_knob import SweepPoint
+from lumos_core.sweep.point import GridRow, point_key
+from lumos_core.whatif.knobs import format_changes
+
+VS_KNOB, PARETO = "knob", "pareto"
+
+
+def _ms(v: float) -> str:
+    return "" if math.isnan(v) else f"{v:,.3f}"
+
+
+def _bd_ms(row: GridRow, part: str) -> float:
+    b = row.breakdown
+    return math.nan if b is None else getattr(b, part) / 1e6
+
+
+def grid_table() -> TablePane:
+    """The table of a grid's rows (one column per number the sweep learns)."""
+    return TablePane(
+        "sweep",
+        [
+            Column("configuration", lambda r: r.key),
+            Column("GPUs", lambda r: r.world_size, numeric=True),
+            Column("iteration (ms)", lambda r: r.iteration_us / 1000, _ms, numeric=True),
+            Column("compute", lambda r: _bd_ms(r, "exposed_compute_ns"), _ms, "exposed compute (ms)", True),
+            Column("overlapped", lambda r: _bd_ms(r, "overlapped_ns"), _ms, numeric=True),
+            Column("comm", lambda r: _bd_ms(r, "exposed_comm_ns"), _ms, "exposed communication (ms)", True),
+            Column("idle", lambda r: _bd_ms(r, "other_ns"), _ms, numeric=True),
+            Column(
+                "vs baseline",
+                lambda r: r.change_pct,
+                lambda v: "" if math.isnan(v) else f"{v:+.1f} %",
+                numeric=True,
+            ),
+            Column(
+                "tokens/s/GPU",
+                lambda r: r.tokens_per_s_per_gpu,
+                lambda v: "" if math.isnan(v) else f"{v:,.0f}",
+                numeric=True,
+            ),
+            Column("problem", lambda r: "" if r.ok else r.note),
+        ],
+        GridRow,
+    )
+
+
+class GridViews:
+    """Charts, table and the picked configuration (see the module docstring)."""
+
+    grid: Grid | None
+    rows: dict[str, GridRow]
+    keys: list[str]
+    shown: list[GridRow]
+    selected: str | None
+
+    if TYPE_CHECKING:  # the dialog's
+
+        @property
+        def running(self) -> bool: ...
+
+    def build_views(self, theme: Theme) -> tuple[QSplitter, QHBoxLayout]:
+        """The charts over the table, and the row under them (picked configuration, buttons)."""
+        self.view_combo = QComboBox()
+        self.view_combo.addItem("Iteration time vs knob", VS_KNOB)
+        self.view_combo.addItem("Pareto: time vs GPUs", PARETO)
+        self.view_combo.currentIndexChanged.connect(self.refresh_views)
+        self.x_combo = QComboBox()
+        self.x_combo.setToolTip("the swept knob along the x axis")
+        self.x_combo.currentIndexChanged.connect(self._on_x_changed)
+        self.slice_combo = QComboBox()
+        self.slice_combo.setToolTip("values of the other swept knobs for this chart")
+        self.slice_combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
+        self.slice_combo.currentIndexChanged.connect(self.refresh_views)
+        self.knob_chart = SweepChart(theme)
+        self.knob_chart.scene().sigMouseClicked.connect(self._on_knob_chart_clicked)
+        self.pareto = ParetoChart(theme)
+        self.pareto.point_clicked.connect(lambda i: self.select(self._pareto_rows[i].key))
+        self._pareto_rows: list[GridRow] = []
+        self.charts = QStackedWidget()
+        self.charts.addWidget(self.knob_chart)
+        self.charts.addWidget(self.pareto)
+        view_row = QHBoxLayout()
+        view_row.addWidget(QLabel("View:"))
+        view_row.addWidget(self.view_combo)
+        self.x_label = QLabel("x:")
+        view_row.addWidget(self.x_label)
+        view_row.addWidget(self.x_combo)
+        self.slice_label = QLabel("slice:")
+        view_row.addWidget(self.slice_label)
+        view_row.addWidget(self.slice_combo)
+        view_row.addStretch(1)
+
+        self.table = grid_table()
+        self.table.export_button.hide()  # rows are saved as a results file (Save CSV)
+        self.table.view.setSortingEnabled(False)
+        self.table.view.clicked.connect(self._on_table_clicked)
+        self.table.view.setToolTip("Double-click a configuration to make it a scenario")
+        self.scenario_button = QPushButton("Make scenario")
+        self.scenario_button.setToolTip("Estimate the picked configuration with its timeline (a scenario)")
+        self.save_button = QPushButton("Save CSV…")
+        self.save_button.setToolTip("The rows as a results file (as lumos sweep --out)")
+        self.picked = QLabel()
+        bottom_row = QHBoxLayout()
+        bottom_row.addWidget(self.picked, 1)
+        bottom_row.addWidget(self.save_button)
+        bottom_row.addWidget(self.scenario_button)
+
+        chart_box = QWidget()
+        cl = QVBoxLayout(chart_box)
+        cl.setContentsMargins(0, 0, 0, 0)
+        cl.addLayout(view_row)
+        self.chart_note = QLabel()
+        self.chart_note.setWordWrap(True)
+        cl.addWidget(self.chart_note)
+        cl.addWidget(self.charts, 1)
+        split = QSplitter(Qt.Orientation.Vertical)
+        split.addWidget(chart_box)
+        split.addWidget(self.table)
+        split.setSizes([480, 220])
+        return split, bottom_row
+
+    def fill_view_controls(self, grid: Grid) -> None:
+        """The x axis and slice choices of a new grid."""
+        self.x_combo.blockSignals(True)
+        self.x_combo.clear()
+        for knob, values in grid.knobs.items():
+            self.x_combo.addItem(f"{knob} ({len(values)})", knob)
+        # the knob with most values reads best along the axis
+        best = max(range(len(grid.knobs)), key=lambda i: len(list(grid.knobs.values())[i]))
+        self.x_combo.setCurrentIndex(best)
+        self.x_combo.blockSignals(False)
+        self._fill_slices()
+        if len(grid.knobs) == 1:
+            self.view_combo.setCurrentIndex(self.view_combo.findData(VS_KNOB))
+
+    def _on_x_changed(self) -> None:
+        self._fill_slices()
+        self.refresh_views()
+
+    def _fill_slices(self) -> None:
+        grid = self.grid
+        self.slice_combo.blockSignals(True)
+        self.slice_combo.clear()
+        if grid is not None:
+            x = self.x_combo.currentData()
+            others = [k for k in grid.knobs if k != x]
+            for combo in itertools.product(*(grid.knobs[k] for k in others)):
+                held = dict(zip(others, combo))
+                self.slice_combo.addItem(format_changes(held) or "(no other knob)", held)
+        self.slice_combo.blockSignals(False)
+        self.slice_combo.setEnabled(self.slice_combo.count() > 1)
+
+    def slice_rows(self) -> list[GridRow]:
+        """The arrived rows of the chosen slice, in the order of the x knob's values."""
+        grid, x = self.grid, self.x_combo.currentData()
+        if grid is None or x is None:
+            return []
+        held = self.slice_combo.currentData() or {}
+        out = []
+        for value in grid.knobs[x]:
+            key = point_key({**grid.fixed, **held, x: value})
+            if key in self.rows:
+                out.append(self.rows[key])
+        return out
+
+    def refresh_views(self) -> None:
+        """Redraw the table and the chart shown from the rows that arrived."""
+        mode = self.view_combo.currentData()
+        self.charts.setCurrentWidget(self.pareto if mode == PARETO else self.knob_chart)
+        for w in (self.x_label, self.x_combo, self.slice_label, self.slice_combo):
+            w.setVisible(mode == VS_KNOB)
+        self.shown = [self.rows[k] for k in self.keys if k in self.rows]
+        self.table.set_rows(self.shown)
+        if mode == PARETO:
+            self._pareto_rows = self.shown
+            sel = next((i for i, r in enumerate(self.shown) if r.key == self.selected), None)
+            self.pareto.set_rows(self.shown, sel)
+            n = len(self.pareto.front)
+            self.chart_note.setText(
+                f"{n} configuration(s) on the Pareto front (red): no other is as fast with as few GPUs."
+                if n
+                else ""
+            )
+        else:
+            x = str(self.x_combo.currentData() or "")
+            rows = self.slice_rows()
+            bad = next((r for r in rows if not r.ok), None)
+            if rows and not any(r.ok for r in rows) and bad is not None:
+                rows = []  # nothing to draw (and pyqtgraph warns on an all-NaN line)
+                self.chart_note.setText(
+                    f"No configuration of this slice can be estimated: {html.escape(bad.note)}"
+                )
+            else:
+                self.chart_note.setText("")
+            self.knob_chart.set_points(x, [_as_point(x, r) for r in rows])
+        self.show_selection()
+
+    def _on_knob_chart_clicked(self, ev: Any) -> None:
+        rows = self.slice_rows()
+        if not rows:
+            return
+        x = self.knob_chart.plotItem.vb.mapSceneToView(ev.scenePos()).x()
+        i = round(x)
+        if 0 <= i < len(rows) and abs(x - i) < 0.45:
+            self.select(rows[i].key)
+
+    def _on_table_clicked(self, index: Any) -> None:
+        row = self.table.proxy.mapToSource(index).row()
+        if 0 <= row < len(self.shown):
+            self.select(self.shown[row].key, from_table=True)
+
+    def select(self, key: str, from_table: bool = False) -> None:
+        """Pick a configuration (chart or table): it is what Make scenario estimates."""
+        self.selected = key
+        if not from_table and key in self.rows:
+            i = next((n for n, r in enumerate(self.shown) if r.key == key), None)
+            if i is not None:
+                self.table.view.selectRow(self.table.proxy.mapFromSource(self.table.model.index(i, 0)).row())
+        if self.view_combo.currentData() == PARETO:
+            sel = next((i for i, r in enumerate(self.shown) if r.key == key), None)
+            self.pareto.set_rows(self.shown, sel)
+        self.show_selection()
+
+    def show_selection(self) -> None:
+        row = self.rows.get(self.selected or "")
+        self.scenario_button.setEnabled(row is not None and row.ok)
+        self.save_button.setEnabled(bool(self.rows) and not self.running)
+        if row is None:
+            self.picked.setText("Pick a configuration in the chart or the table.")
+        elif row.ok:
+            self.picked.setText(
+                f"<b>{html.escape(row.key)}</b>: {row.iteration_us / 1000:.3f} ms on {row.world_size} GPUs "
+                f"({row.change_pct:+.1f} % vs the replayed baseline)"
+            )
+        else:
+            self.picked.setText(f"<b>{html.escape(row.key)}</b>: skipped — {html.escape(row.note)}")
+
+
+def _as_point(knob: str, row: GridRow) -> SweepPoint:
+    """A grid row as a point of the one-knob sweep chart (which this dialog reuses)."""
+    return SweepPoint(
+        knob,
+        row.changes.get(knob),
+        row.world_size,
+        row.iteration_us if row.ok else math.nan,
+        row.breakdown,
+        row.change_pct,
+        "" if row.ok else row.note,
+    )

@@ -1,0 +1,100 @@
+"""How the shown scenario is drawn over the measured timeline: the overlay-mode box of the toolbar
+and the line under the legend that says what is drawn.
+
+:class:`OverlayChoice` is one part of :class:`~app.whatif.workbench.WhatIfWorkbench`; it works on
+the workbench's ``timeline`` and ``shown`` scenario.
+"""
+
+from __future__ import annotations
+
+import html
+
+from PySide6.QtWidgets import QComboBox, QLabel
+
+from app.timeline.timeline_view import OVERLAY_MODES, TimelineView
+from app.whatif.runner import Scenario
+
+MEASURED_ONLY = "measured"
+
+
+class OverlayChoice:
+    """The overlay-mode box and the overlay note (see the module docstring)."""
+
+    timeline: TimelineView
+    shown: Scenario | None
+
+    mode_chosen = False  # the user picked a mode: it is kept for every scenario shown
+
+    def build_overlay_controls(self) -> None:
+        self.mode_combo = QComboBox()
+        self.mode_combo.addItem("Overlay: off (measured only)", MEASURED_ONLY)
+        for key, text in OVERLAY_MODES.items():
+            self.mode_combo.addItem(f"Overlay: {text}", key)
+        # shown (not chosen) when the estimator rebuilt the ranks: they cannot share rows
+        self.mode_combo.addItem("Overlay: predicted ranks on their own (rebuilt job)", "separate")
+        self.mode_combo.setToolTip("How the selected scenario's predicted timeline is drawn")
+        self.mode_combo.activated.connect(self._on_mode_chosen)
+        self.overlay_note = QLabel()  # under the legend (the main window places it)
+        self.overlay_note.setContentsMargins(8, 2, 8, 3)
+        self.overlay_note.setWordWrap(True)
+        self.overlay_note.hide()
+
+    def mode_for(self, s: Scenario) -> str:
+        """The mode to draw ``s`` in: the user's choice, else what reads best for its kind."""
+        if self.mode_chosen:
+            return self.timeline.overlay_mode
+        # a replay of the traced ranks reads best as a ghost; a what-if as its own rows
+        return "ghost" if s.kind == "replay" else "paired"
+
+    def _on_mode_chosen(self, _index: int) -> None:
+        mode = self.mode_combo.currentData()
+        if mode == "separate":
+            if self.shown is not None and self.shown.overlay.separate:
+                self.timeline.set_prediction(self.shown.overlay)
+            self.sync_mode_combo()
+            return
+        self.mode_chosen = True
+        if mode == MEASURED_ONLY:
+            self.timeline.set_prediction(None)
+        elif self.shown is not None:
+            self.timeline.set_prediction(self.shown.overlay, mode)
+        else:
+            self.timeline.overlay_mode = mode
+        self.update_shown_label()
+
+    def set_overlay_mode(self, mode: str) -> None:
+        i = self.mode_combo.findData(mode)
+        if i >= 0:
+            self.mode_combo.setCurrentIndex(i)
+            self._on_mode_chosen(i)
+
+    def sync_mode_combo(self) -> None:
+        """Show in the box what the timeline draws."""
+        i = self.mode_combo.findData(self.timeline.shown_mode)
+        self.mode_combo.setCurrentIndex(max(i, 0))
+
+    def update_shown_label(self) -> None:
+        """The line under the legend: which scenario is drawn, how, and its headline number."""
+        s = self.shown
+        mode = self.timeline.shown_mode
+        if s is None or mode == "measured":
+            self.overlay_note.setText("")
+            self.overlay_note.hide()
+            return
+        sm = s.summary
+        tail = (
+            f"replay error {sm.replay_error_pct:.2f} %"
+            if sm.kind == "replay"
+            else f"{sm.change_pct:+.1f} % vs the replayed baseline"
+        )
+        how = {
+            "ghost": "filled: measured · <b>outlined: predicted</b>",
+            "paired": "each measured row is followed by its <b>↳ predicted</b> row",
+            "predicted": "predicted ranks only",
+            "separate": "the predicted job's ranks (rebuilt by the estimator), then the measured ranks for reference",
+        }[mode]
+        self.overlay_note.setText(
+            f"Overlay: <b>{html.escape(s.name)}</b> — {sm.iteration_us / 1000:.2f} ms per iteration "
+            f"({tail}) — {how}"
+        )
+        self.overlay_note.show()

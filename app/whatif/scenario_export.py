@@ -1,0 +1,127 @@
+"""Writing a scenario out: its predicted timeline as Kineto JSON (one file per predicted rank, in
+the background, as ``lumos estimate --out``) and its tables as CSV with a ``scenario.json``.
+
+:class:`ScenarioExport` is one part of :class:`~app.whatif.workbench.WhatIfWorkbench`; it emits the
+workbench's ``exported`` and ``run_failed`` signals.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import orjson
+from PySide6.QtCore import Signal
+from PySide6.QtWidgets import QFileDialog, QWidget
+
+from app.jobs import BackgroundTask
+from app.whatif.runner import Scenario
+from lumos_core.replay.summaries import write_csv
+from lumos_core.whatif.export import default_out_name, write_job
+
+
+class ScenarioExport:
+    """Exports of the workbench's scenarios (see the module docstring)."""
+
+    scenarios: dict[int, Scenario]
+    last_error: str
+    exported: Signal
+    run_failed: Signal
+
+    if TYPE_CHECKING:  # provided by the workbench
+
+        def dialog_parent(self) -> QWidget | None: ...
+        def notify(self, text: str, timeout_ms: int = 5000) -> None: ...
+
+    def init_exports(self) -> None:
+        self._export_tasks: dict[int, BackgroundTask] = {}
+        self._export_token = 0
+
+    def ask_export_timeline(self, scenario_id: int) -> None:
+        s = self.scenarios.get(scenario_id)
+        if s is None:
+            return
+        folder = QFileDialog.getExistingDirectory(
+            self.dialog_parent(), f"Export the predicted timeline of {s.name} into"
+        )
+        if folder:
+            self.export_timeline(scenario_id, default_out_name(Path(folder), s.name))
+
+    def export_timeline(self, scenario_id: int, out: str | Path) -> int:
+        """Write the scenario's predicted ranks as Kineto JSON, one file per rank of the predicted
+        job (as ``lumos estimate --out``), in the background; ``exported`` tells when done."""
+        s = self.scenarios[scenario_id]
+        result = s.result
+        extra = {"lumos_scenario": s.name, "lumos_estimate_config": s.summary.config.as_dict()}
+        represents = s.summary.represents
+        timeline = result.timeline
+        world = s.summary.world_size
+        out = Path(out)
+
+        def work(progress, _on_file):  # type: ignore[no-untyped-def]
+            return write_job(timeline, represents, out, world, extra=extra, progress=progress)
+
+        self._export_token += 1
+        token = self._export_token
+        task = BackgroundTask(work, token)
+        task.succeeded.connect(lambda _t, files: self._on_exported(out, files))
+        task.failed.connect(lambda _t, msg: self._on_export_failed(out, msg))
+        task.finished.connect(self._on_export_finished)
+        self._export_tasks[token] = task
+        self.notify(f"Writing {world} predicted rank file(s) to {out}…")
+        task.start()
+        return token
+
+    def _on_exported(self, out: Path, files: list[Path]) -> None:
+        self.notify(f"Wrote {len(files)} predicted rank file(s) to {out}", 10_000)
+        self.exported.emit(str(out))
+
+    def _on_export_failed(self, out: Path, message: str) -> None:
+        self.last_error = message
+        self.notify(f"Could not export to {out}: {message}", 15_000)
+        self.run_failed.emit(message)
+
+    def _on_export_finished(self, token: int) -> None:
+        task = self._export_tasks.pop(token, None)
+        if task is not None:
+            task.wait()
+            task.deleteLater()
+
+    @property
+    def exporting(self) -> bool:
+        return bool(self._export_tasks)
+
+    def stop_exports(self) -> None:
+        """Cancel and wait for every export still writing."""
+        for task in self._export_tasks.values():
+            task.cancel()
+        for task in list(self._export_tasks.values()):
+            task.wait()
+        self._export_tasks.clear()
+
+    def ask_export_tables(self, scenario_id: int) -> None:
+        if scenario_id not in self.scenarios:
+            return
+        folder = QFileDialog.getExistingDirectory(
+            self.dialog_parent(), "Export the scenario's tables as CSV into"
+        )
+        if folder:
+            written = self.export_tables(scenario_id, folder)
+            self.notify(f"Wrote {len(written)} file(s) to {folder}", 10_000)
+
+    def export_tables(self, scenario_id: int, folder: str | Path) -> list[Path]:
+        """iterations.csv, breakdown.csv, retimed.csv (estimates) and scenario.json (with, for an
+        estimate, exactly what ``lumos estimate --json`` prints)."""
+        s = self.scenarios[scenario_id]
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        out = []
+        for name, (rows, row_type) in s.summary.tables().items():
+            path = folder / f"{name}.csv"
+            write_csv(rows, path, row_type)
+            out.append(path)
+        doc = {"scenario": s.summary.as_dict(), "estimate": s.summary.estimate_json}
+        path = folder / "scenario.json"
+        path.write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS) + b"\n")
+        out.append(path)
+        return out
