@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pyqtgraph as pg
 from PySide6.QtCore import QEvent, QPoint, QPointF, Qt
 from PySide6.QtGui import QColor, QImage, QMouseEvent, QWheelEvent
 from PySide6.QtWidgets import QApplication
@@ -73,8 +74,27 @@ def send_mouse(
 ):  # type: ignore[no-untyped-def]
     if buttons is None:
         buttons = Qt.MouseButton.NoButton if kind == QEvent.Type.MouseButtonRelease else button
+    if kind == QEvent.Type.MouseMove:
+        _pace_move()
     ev = QMouseEvent(kind, QPointF(pos), QPointF(widget.mapToGlobal(pos)), button, buttons, mods)
     QApplication.sendEvent(widget, ev)
+
+
+_last_move = [0.0]  # perf_counter of the last synthetic mouse move
+
+
+def _pace_move() -> None:
+    """Wait until pyqtgraph takes the next mouse move: its scenes drop moves that come sooner than
+    1/``mouseRateLimit`` after the last one they took (100 a second by default), and a drag whose
+    every move was dropped ends as a click. A real mouse is paced by its hardware; synthetic moves
+    sent back to back were not, so whether a drag registered depended on how long the work before
+    it happened to take."""
+    rate = pg.getConfigOption("mouseRateLimit")
+    if rate and rate > 0:
+        wait = _last_move[0] + 1.0 / rate + 0.002 - time.perf_counter()  # pyqtgraph counts whole ms
+        if wait > 0:
+            time.sleep(wait)
+    _last_move[0] = time.perf_counter()
 
 
 def drag(

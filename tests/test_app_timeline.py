@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import math
+import time
 
 import numpy as np
 import pytest
@@ -15,6 +16,7 @@ from app_helpers import (
     drag,
     hover,
     open_in_window,
+    send_mouse,
     to_viewport,
     wheel,
 )
@@ -204,6 +206,21 @@ def test_drag_pans_and_shift_drag_measures_then_f_zooms_to_it(win, view) -> None
     assert f0 == pytest.approx(108.0 - 0.08, abs=0.06) and f1 == pytest.approx(112.0 + 0.08, abs=0.06)
     key(view, Qt.Key.Key_Escape)
     assert view.overlay.measure is None
+
+
+def test_a_drag_right_after_a_mouse_move_is_still_a_drag(win, view) -> None:
+    """pyqtgraph takes at most ``mouseRateLimit`` mouse moves a second and drops the others. Moves
+    sent back to back by the test helpers were all dropped when the last move pyqtgraph had taken
+    was less than 1/rate (10 ms) before: the drag ended as a click. The drag test above passed or
+    failed depending on how long the repaint between its two drags took (fast in some processes,
+    slow in others); the helpers now pace their moves the way a real mouse does."""
+    view.zoom_to(100, 120)
+    a, b = to_viewport(view, 110.0, 5.5), to_viewport(view, 105.0, 5.5)
+    vp = view.canvas.viewport()
+    time.sleep(0.05)  # pyqtgraph takes the next move
+    send_mouse(vp, QEvent.Type.MouseMove, a, button=Qt.MouseButton.NoButton, buttons=Qt.MouseButton.NoButton)
+    drag(view, a, b)  # at once, as a user who moves the pointer onto a task and drags it
+    assert view.x_range()[0] == pytest.approx(105.0, abs=0.05)
 
 
 # ---------------------------------------------------------------- hover, selection, details
