@@ -27,6 +27,7 @@ from lumos_core.replay.summaries import (
 )
 from lumos_core.trace.kernel_families import event_families
 from lumos_core.trace.loader import load_job
+from lumos_core.trace.memory_summary import DeviceMemory, rank_memory
 from lumos_core.trace.model import Job
 from lumos_core.whatif.baseline import infer_baseline
 from lumos_core.whatif.config import Baseline
@@ -46,6 +47,7 @@ class LoadedJob:
     display_name: str = ""
     baseline: Baseline | None = None  # the configuration inferred from the trace (what-if start)
     baseline_error: str = ""  # why there is none
+    memory: list[list[DeviceMemory]] | None = None  # per rank: its devices' memory records, summarised
 
     @property
     def title(self) -> str:
@@ -86,6 +88,7 @@ def prepare_loaded(
     collectives = collectives_table(job)
     kernels = top_kernels(job, None, limit=None)
     clocks = clock_table(job)
+    memory = [rank_memory(rank) for rank in job.ranks]
     progress(0.97, "inferring the traced configuration")
     baseline, baseline_error = infer_job_baseline(job)
     progress(1.0, f"loaded {n} rank(s)")
@@ -101,6 +104,7 @@ def prepare_loaded(
         load_s=time.perf_counter() - t0,
         baseline=baseline,
         baseline_error=baseline_error,
+        memory=memory,
     )
 
 

@@ -442,6 +442,9 @@ def test_export_view_png_svg_and_summaries_csv(win, view, tmp_path) -> None:
         "top_kernels.csv",
         "collectives.csv",
         "clocks.csv",
+        "memory_peaks.csv",
+        "allocating_operators.csv",
+        "operators.csv",
     }
     with (tmp_path / "collectives.csv").open() as fh:
         rows = list(csv.DictReader(fh))

@@ -17,21 +17,18 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (
     QComboBox,
-    QFileDialog,
-    QHBoxLayout,
-    QHeaderView,
     QLabel,
     QPlainTextEdit,
-    QPushButton,
     QSplitter,
-    QTableView,
     QTabWidget,
     QVBoxLayout,
     QWidget,
 )
 
 from app.loaded_job import LoadedJob
-from app.panels.table_model import Column, RowsModel, sorting_proxy
+from app.panels.memory_panes import MemoryPane, OperatorPane
+from app.panels.table_model import Column
+from app.panels.table_pane import TablePane
 from app.theme import LIGHT, Theme
 from lumos_core.replay.summaries import (
     ClockStat,
@@ -92,67 +89,6 @@ def _size(n: int) -> str:
 
 def _gbps(v: float) -> str:
     return "" if math.isnan(v) else f"{v:,.1f}"
-
-
-class TablePane(QWidget):
-    """A table with a CSV export button and an optional header row of controls."""
-
-    def __init__(
-        self, name: str, columns: list[Column], row_type: type, controls: list[QWidget] | None = None
-    ) -> None:
-        super().__init__()
-        self.name = name
-        self.row_type = row_type
-        self.model = RowsModel(columns)
-        self.proxy = sorting_proxy(self.model)
-        self.view = QTableView()
-        self.view.setModel(self.proxy)
-        self.view.setSortingEnabled(True)
-        self.view.setAlternatingRowColors(True)
-        self.view.setSelectionBehavior(QTableView.SelectionBehavior.SelectRows)
-        self.view.verticalHeader().setVisible(False)
-        self.view.verticalHeader().setDefaultSectionSize(20)
-        self.view.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
-        self.view.horizontalHeader().setStretchLastSection(True)
-        self.view.setWordWrap(False)
-        self.view.setTextElideMode(Qt.TextElideMode.ElideRight)
-        self.export_button = QPushButton("Export CSV…")
-        self.export_button.clicked.connect(self._ask_export)
-        top = QHBoxLayout()
-        for c in controls or []:
-            top.addWidget(c)
-        top.addStretch(1)
-        top.addWidget(self.export_button)
-        lay = QVBoxLayout(self)
-        lay.setContentsMargins(4, 4, 4, 4)
-        lay.addLayout(top)
-        lay.addWidget(self.view, 1)
-
-    def set_rows(
-        self,
-        rows: list[Any],
-        sort_column: int | None = None,
-        order: Qt.SortOrder = Qt.SortOrder.DescendingOrder,
-    ) -> None:
-        self.model.set_rows(rows)
-        if sort_column is not None:
-            self.view.sortByColumn(sort_column, order)
-        else:
-            self.proxy.sort(-1)
-        self.view.resizeColumnsToContents()
-        for c in range(self.model.columnCount()):
-            if self.view.columnWidth(c) > 260:
-                self.view.setColumnWidth(c, 260)
-
-    def export_csv(self, path: str | Path) -> None:
-        write_csv(self.model.rows, path, self.row_type)
-
-    def _ask_export(self) -> None:
-        path, _ = QFileDialog.getSaveFileName(
-            self, f"Export {self.name} as CSV", f"{self.name}.csv", "CSV (*.csv)"
-        )
-        if path:
-            self.export_csv(path)
 
 
 class IterationChart(pg.PlotWidget):
@@ -228,6 +164,7 @@ class SummaryPanes(QTabWidget):
         self._build_kernels()
         self._build_collectives()
         self._build_clocks()
+        self._build_memory()
         self._build_files()
 
     # ---- construction
@@ -359,6 +296,12 @@ class SummaryPanes(QTabWidget):
         lay.addWidget(self.clock_note)
         self.addTab(box, "Clocks")
 
+    def _build_memory(self) -> None:
+        self.memory = MemoryPane()
+        self.addTab(self.memory, "Memory")
+        self.operators = OperatorPane()
+        self.addTab(self.operators, "Operators")
+
     def _build_files(self) -> None:
         cols = [
             Column("rank", lambda r: r.rank, lambda v: "" if v < 0 else str(v), numeric=True),
@@ -389,6 +332,8 @@ class SummaryPanes(QTabWidget):
             for pane in (self.iterations, self.kernels, self.collectives, self.clocks):
                 pane.set_rows([])
             self.chart.set_rows([])
+            self.memory.set_job(None)
+            self.operators.set_job(None)
             return
         self.iterations.set_rows(loaded.iterations)
         self.chart.set_rows(rank_breakdown_table(loaded.iterations))
@@ -401,6 +346,8 @@ class SummaryPanes(QTabWidget):
         self.kernels.set_rows(loaded.kernels[:500], sort_column=1)
         self.collectives.set_rows(loaded.collectives)
         self.clocks.set_rows(loaded.clocks)
+        self.memory.set_job(loaded)
+        self.operators.set_job(loaded)
         align = loaded.job.alignment or {}
         notes = "; ".join(align.get("notes") or [])
         applied = "applied" if align.get("applied") else "not applied"
@@ -456,6 +403,9 @@ class SummaryPanes(QTabWidget):
             "top_kernels": (lj.kernels, KernelStat),
             "collectives": (lj.collectives, CollectiveStat),
             "clocks": (lj.clocks, ClockStat),
+            "memory_peaks": (self.memory.peaks.model.rows, self.memory.peaks.row_type),
+            "allocating_operators": (self.memory.operators.model.rows, self.memory.operators.row_type),
+            "operators": (self.operators.rows(), self.operators.row_type),
         }
 
     def export_all(self, folder: str | Path) -> list[Path]:

@@ -1,7 +1,8 @@
 """Which row of the timeline shows what: rank headers, GPU stream lanes, CPU threads.
 
 Every row is one unit of height. A rank group is a header row, then its GPU streams (compute first,
-one row per overlap sub-row), then its CPU threads. CPU threads are collapsed by default into one
+one row per overlap sub-row), then its memory lane (:data:`MEMORY_ROWS` rows, drawn by
+:mod:`app.timeline.memory_lane`; only when the trace has memory records), then its CPU threads. CPU threads are collapsed by default into one
 summary row; a collapsed rank is just its header row, which then shows its streams overlaid.
 A row lists its *sources*: the (lane, depth) rows of the rank's :class:`~app.timeline.lane_data.RowTable`
 that it draws, so a second layer with the same lane indexing draws into the same rows. A row may be
@@ -26,6 +27,10 @@ class RowKind(Enum):
     GPU = "gpu"  # a stream (sub-row ``depth``)
     CPU_GROUP = "cpu group"  # all CPU threads, collapsed
     CPU = "cpu"  # one thread, nesting level ``depth``
+    MEMORY = "memory"  # the rank's memory curve, ``depth`` 0..MEMORY_ROWS-1 of one band
+
+
+MEMORY_ROWS = 3  # the memory lane is this many rows tall: a curve needs more than one row
 
 
 @dataclass
@@ -105,6 +110,17 @@ class LaneLayout:
                 for d in range(table.depths.get(ln, 1)):
                     text = f"rank {rank.rank} ▸ {lane.label}" if d == 0 else "↳ overlapping"
                     add(Row(RowKind.GPU, ri, ln, d, text, [(ln, d)]))
+            if len(rank.memory) and self.only_layer in (None, 0):  # measured records only
+                gpu = bool((rank.memory.device_type == 1).any())
+                texts = [
+                    f"rank {rank.rank} ▸ memory ({'GPU' if gpu else 'CPU'})",
+                    "allocated (filled)",
+                    "reserved (dashed)" if gpu else "",
+                ]
+                for d in range(MEMORY_ROWS):
+                    rows.append(
+                        Row(RowKind.MEMORY, ri, -1, d, texts[d], [], 0 if self.paired else default_layer)
+                    )
             if cpu:
                 if ri in self.expanded_cpu:
                     for ln in cpu:

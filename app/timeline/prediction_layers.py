@@ -21,6 +21,7 @@ from app.timeline.canvas import LaneLabelAxis, TimelineViewBox
 from app.timeline.hit import PREDICTED, Hit
 from app.timeline.lane_data import empty_table
 from app.timeline.lane_layout import LaneLayout
+from app.timeline.memory_lane import MemoryLaneItem
 from app.timeline.overlay_data import PredictedOverlay, measured_marks
 from app.timeline.span_item import IterationMark, Layer, LayerStyle, OverlayItem, TimelineItem
 
@@ -43,6 +44,7 @@ class PredictionLayers:
     view_box: TimelineViewBox
     item: TimelineItem
     overlay: OverlayItem
+    memory_item: MemoryLaneItem
     selected: Hit | None
     hover_hit: Hit | None
     match_masks: list[np.ndarray | None]
@@ -166,6 +168,7 @@ class PredictionLayers:
         self.layout_model = layout
         self.label_axis.layout_model = layout
         self.item.set_data(layers, layout, marks)
+        self.memory_item.layout = layout  # measured memory bands follow the new rows
         if self.match_masks:
             self.item.set_match_masks(self.match_masks)
         self.set_iterations(marks, reset_cursor=False)

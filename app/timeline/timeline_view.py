@@ -38,6 +38,7 @@ from app.timeline.canvas import (
 )
 from app.timeline.hit import MEASURED, PREDICTED, Hit
 from app.timeline.lane_layout import LaneLayout, RowKind
+from app.timeline.memory_lane import MemoryLaneItem, curve_for
 from app.timeline.navigation import ROW_PX, TimelineNavigation
 from app.timeline.overlay_data import measured_marks
 from app.timeline.prediction_layers import GHOST_COLOR, OVERLAY_MODES, PredictionLayers
@@ -92,7 +93,10 @@ class TimelineView(TimelineNavigation, TimelineSelection, TimelineSearch, Predic
         self.canvas.setAntialiasing(False)
         self.item = TimelineItem(theme)
         self.overlay = OverlayItem(theme)
+        self.memory_item = MemoryLaneItem(theme)
         self.view_box.addItem(self.item, ignoreBounds=True)
+        self.view_box.addItem(self.memory_item, ignoreBounds=True)
+        self.memory_item.setZValue(5)
         self.view_box.addItem(self.overlay, ignoreBounds=True)
         self.overlay.setZValue(10)
         self.scrollbar = QScrollBar(Qt.Orientation.Vertical)
@@ -125,6 +129,7 @@ class TimelineView(TimelineNavigation, TimelineSelection, TimelineSearch, Predic
             self.label_axis.layout_model = None
             self.item.layers = []
             self.item.invalidate()
+            self.memory_item.set_data(None, [], self.item.data_extent())
             self.overlay.update()
             return
         ranks = loaded.job.ranks
@@ -133,6 +138,10 @@ class TimelineView(TimelineNavigation, TimelineSelection, TimelineSearch, Predic
         marks = measured_marks(loaded)
         self.item.set_data([Layer("measured", ranks, loaded.tables)], self.layout_model, marks)
         self.overlay.set_extent(self.item.data_extent())
+        memory = loaded.memory or [[] for _ in ranks]
+        self.memory_item.set_data(
+            self.layout_model, [curve_for(r, m) for r, m in zip(ranks, memory)], self.item.data_extent()
+        )
         self.set_iterations(marks, reset_cursor=True)
         self._awaiting_first_paint = True
         self.sync_scrollbar()
@@ -156,6 +165,7 @@ class TimelineView(TimelineNavigation, TimelineSelection, TimelineSearch, Predic
     def relayout(self) -> None:
         self.item.layout_changed()
         self.overlay.set_extent(self.item.data_extent())
+        self.memory_item.set_extent(self.item.data_extent())
         self.sync_scrollbar()
         top, _ = self.y_range()
         self.scroll_to_row(top)
@@ -180,6 +190,7 @@ class TimelineView(TimelineNavigation, TimelineSelection, TimelineSearch, Predic
         if self.prediction is not None and len(self.item.layers) > 1:
             self.item.layers[PREDICTED].style = self.predicted_style(self.shown_mode)
         self.overlay.theme = theme
+        self.memory_item.theme = theme
         self.label_axis.theme = theme
         for ax in (self.time_axis,):
             ax.setPen(pg.mkPen(theme.muted))

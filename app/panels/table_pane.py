@@ -1,0 +1,81 @@
+"""A table pane: a sortable table of dataclass rows, a CSV export button and optional controls."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import (
+    QFileDialog,
+    QHBoxLayout,
+    QHeaderView,
+    QPushButton,
+    QTableView,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.panels.table_model import Column, RowsModel, sorting_proxy
+from lumos_core.replay.summaries import write_csv
+
+
+class TablePane(QWidget):
+    """A table with a CSV export button and an optional header row of controls."""
+
+    def __init__(
+        self, name: str, columns: list[Column], row_type: type, controls: list[QWidget] | None = None
+    ) -> None:
+        super().__init__()
+        self.name = name
+        self.row_type = row_type
+        self.model = RowsModel(columns)
+        self.proxy = sorting_proxy(self.model)
+        self.view = QTableView()
+        self.view.setModel(self.proxy)
+        self.view.setSortingEnabled(True)
+        self.view.setAlternatingRowColors(True)
+        self.view.setSelectionBehavior(QTableView.SelectionBehavior.SelectRows)
+        self.view.verticalHeader().setVisible(False)
+        self.view.verticalHeader().setDefaultSectionSize(20)
+        self.view.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
+        self.view.horizontalHeader().setStretchLastSection(True)
+        self.view.setWordWrap(False)
+        self.view.setTextElideMode(Qt.TextElideMode.ElideRight)
+        self.export_button = QPushButton("Export CSV…")
+        self.export_button.clicked.connect(self._ask_export)
+        top = QHBoxLayout()
+        for c in controls or []:
+            top.addWidget(c)
+        top.addStretch(1)
+        top.addWidget(self.export_button)
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(4, 4, 4, 4)
+        lay.addLayout(top)
+        lay.addWidget(self.view, 1)
+
+    def set_rows(
+        self,
+        rows: list[Any],
+        sort_column: int | None = None,
+        order: Qt.SortOrder = Qt.SortOrder.DescendingOrder,
+    ) -> None:
+        self.model.set_rows(rows)
+        if sort_column is not None:
+            self.view.sortByColumn(sort_column, order)
+        else:
+            self.proxy.sort(-1)
+        self.view.resizeColumnsToContents()
+        for c in range(self.model.columnCount()):
+            if self.view.columnWidth(c) > 260:
+                self.view.setColumnWidth(c, 260)
+
+    def export_csv(self, path: str | Path) -> None:
+        write_csv(self.model.rows, path, self.row_type)
+
+    def _ask_export(self) -> None:
+        path, _ = QFileDialog.getSaveFileName(
+            self, f"Export {self.name} as CSV", f"{self.name}.csv", "CSV (*.csv)"
+        )
+        if path:
+            self.export_csv(path)

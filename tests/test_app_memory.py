@@ -1,0 +1,85 @@
+"""The app's memory lane, Memory tab and Operators tab, on the project's own recorded traces."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import numpy as np
+import pytest
+from app_helpers import color_pixels
+from conftest import REPO
+
+from app.loaded_job import prepare_job
+from app.panels.summary_panes import SummaryPanes
+from app.timeline.lane_layout import MEMORY_ROWS, RowKind
+from app.timeline.memory_lane import ALLOCATED, PEAK, step_points
+from app.timeline.timeline_view import TimelineView
+from lumos_core.trace.memory_summary import NO_MEMORY_HINT
+
+MEM = REPO / "tests" / "data" / "cpu-gpt-memory" / "base"
+PLAIN = REPO / "tests" / "data" / "cpu-gpt" / "base"
+
+
+@pytest.fixture(scope="module")
+def loaded():
+    return prepare_job(str(MEM), lambda f, m: None)
+
+
+def test_memory_lane_is_drawn_under_the_rank_with_its_peak(qtbot, loaded) -> None:
+    view = TimelineView()
+    qtbot.addWidget(view)
+    view.resize(1200, 400)
+    view.set_job(loaded)
+    view.show()
+    qtbot.waitExposed(view)
+    rows = [r for r in view.layout_model.rows if r.kind == RowKind.MEMORY]
+    assert [r.depth for r in rows] == list(range(MEMORY_ROWS))
+    curve = view.memory_item.curves[0]
+    raw = [
+        e
+        for e in json.loads(gzip.decompress((MEM / "rank0.pt.trace.json.gz").read_bytes()))["traceEvents"]
+        if e.get("name") == "[memory]"
+    ]
+    assert curve.peak_bytes == max(e["args"]["Total Allocated"] for e in raw)
+    img = view.grab().toImage()
+    assert color_pixels(img, ALLOCATED, tolerance=40) > 200
+    assert color_pixels(img, PEAK, tolerance=40) > 10
+
+
+def test_a_trace_without_records_gets_no_lane_and_says_how(qtbot) -> None:
+    plain = prepare_job(str(PLAIN), lambda f, m: None)
+    view = TimelineView()
+    qtbot.addWidget(view)
+    view.set_job(plain)
+    assert not any(r.kind == RowKind.MEMORY for r in view.layout_model.rows)
+    panes = SummaryPanes()
+    qtbot.addWidget(panes)
+    panes.set_job(plain)
+    assert not panes.memory.note.isHidden() and panes.memory.note.text() == NO_MEMORY_HINT
+    assert panes.memory.peaks.model.rows == []
+
+
+def test_memory_and_operator_tabs(qtbot, loaded) -> None:
+    panes = SummaryPanes()
+    qtbot.addWidget(panes)
+    panes.set_job(loaded)
+    assert panes.memory.note.isHidden()
+    peaks = panes.memory.peaks.model.rows
+    whole = next(r for r in peaks if r.iteration == "whole trace")
+    assert whole.peak_allocated_bytes == loaded.memory[0][0].peak_allocated
+    assert [r.iteration for r in peaks[1:]] == ["ProfilerStep#1", "ProfilerStep#2", "ProfilerStep#3"]
+    assert panes.memory.operators.model.rows[0].bytes > 0
+    ops = {r.name: r for r in panes.operators.model.rows}
+    raw = json.loads(gzip.decompress((MEM / "rank0.pt.trace.json.gz").read_bytes()))["traceEvents"]
+    mm = [e for e in raw if e.get("cat") == "cpu_op" and e.get("name") == "aten::mm"]
+    assert ops["aten::mm"].calls == len(mm)
+    assert ops["aten::mm"].host_total_ns == pytest.approx(sum(e["dur"] for e in mm) * 1000, rel=1e-6)
+    assert all(r.host_self_ns <= r.host_total_ns for r in ops.values())
+
+
+def test_downsampled_curve_keeps_the_peak() -> None:
+    ms = np.linspace(0, 100, 100_000)
+    v = np.sin(ms) + (ms == ms[54321]) * 10
+    x, y = step_points(ms, v, 0, 100, px=0.5)
+    assert len(x) < 2000 and y.max() == v.max()
