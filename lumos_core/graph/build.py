@@ -30,9 +30,18 @@ __all__ = ["NO_ANCHOR", "EdgeKind", "ExecutionGraph", "NodeType", "build_graph",
 
 
 def build_graph(
-    job: Job, *, progress: Progress = no_progress, calibrate: bool = True, absorb_unexplained: bool = False
+    job: Job,
+    *,
+    progress: Progress = no_progress,
+    calibrate: bool = True,
+    absorb_unexplained: bool = False,
+    without: frozenset[EdgeKind] = frozenset(),
 ) -> ExecutionGraph:
-    """Build the execution graph of every rank of ``job`` and link the ranks through collectives."""
+    """Build the execution graph of every rank of ``job`` and link the ranks through collectives.
+
+    ``without``: dependency kinds left out (ablation: what each kind is worth). Without
+    ``COLLECTIVE`` the ranks are not joined at all (no arrive/join/transfer nodes, for send/recv
+    neither): each collective kernel is an ordinary kernel of its stream."""
     if not job.ranks:
         raise GraphError("the job has no ranks")
     sp = EdgeList()
@@ -79,10 +88,17 @@ def build_graph(
     }
     arrive_of = np.full(base, -1, np.int64)
     progress(0.65, "linking collectives across ranks")
-    node, arrive_of = collective_joins(job, ranks, node, arrive_of, sp, notes)
+    if EdgeKind.COLLECTIVE not in without:
+        node, arrive_of = collective_joins(job, ranks, node, arrive_of, sp, notes)
 
     s_src, s_dst, s_lag, s_end, s_kind = sp.arrays()
     e_src, e_dst, e_lag, e_end, e_kind = ep.arrays()
+    if without:
+        gone = np.asarray(sorted(int(k) for k in without), np.int8)
+        ks = ~np.isin(s_kind, gone)
+        s_src, s_dst, s_lag, s_end, s_kind = s_src[ks], s_dst[ks], s_lag[ks], s_end[ks], s_kind[ks]
+        ke = ~np.isin(e_kind, gone)
+        e_src, e_dst, e_lag, e_end, e_kind = e_src[ke], e_dst[ke], e_lag[ke], e_end[ke], e_kind[ke]
     # A thread that resumed because another thread's work ended was blocked, not working: its pause
     # is explained by the cross-thread dependency, so its same-thread lag is no CPU time.
     waited = np.unique(s_dst[s_kind == EdgeKind.CPU_CROSS])
@@ -141,7 +157,12 @@ def build_graph(
         arrive_of=arrive_of.astype(np.int32),
         rank_nodes=node_of_event,
         unexplained_ns=unexplained,
-        notes=_summarise_notes(notes),
+        notes=_summarise_notes(notes)
+        + (
+            [f"built without {', '.join(sorted(k.name.lower() for k in without))} dependencies"]
+            if without
+            else []
+        ),
     )
     progress(1.0, f"graph: {graph.n_tasks} tasks")
     return graph

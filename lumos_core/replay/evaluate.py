@@ -120,7 +120,11 @@ def unavailable(reason: str) -> HoldoutReport:
 
 
 def evaluate_holdout(
-    graph: ExecutionGraph, *, cpu_work: str = "measured", progress: Progress = no_progress
+    graph: ExecutionGraph,
+    *,
+    cpu_work: str = "measured",
+    null_models: bool = True,
+    progress: Progress = no_progress,
 ) -> HoldoutReport:
     """Hold-out replay of every steady-state iteration, with the null models. ``cpu_work``: the CPU
     work between a thread's tasks is k's own (``measured``) or learned like the lags (``learned``)."""
@@ -148,11 +152,11 @@ def evaluate_holdout(
         untwinned += h.untwinned
         tasks += h.tasks
         dropped += h.dropped
-        for score, g in (
-            (lumos, h.graph),
-            (nulls["cpu_only"], cpu_only(h)),
-            (nulls["no_lag"], no_lag(h)),
-        ):
+        start, end = simulate(h.graph)
+        _score_replay(lumos, h.graph, its, k, start, end)
+        if not null_models:
+            continue
+        for score, g in ((nulls["cpu_only"], cpu_only(h)), (nulls["no_lag"], no_lag(h))):
             start, end = simulate(g)
             _score_replay(score, g, its, k, start, end)
         g = gpu_only(h, its)

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from lumos_core.errors import GraphError
-from lumos_core.graph.model import NO_ANCHOR, EdgeKind, ExecutionGraph
+from lumos_core.graph.model import NO_ANCHOR, EdgeKind, ExecutionGraph, NodeType
 from lumos_core.replay.twins import Iterations, twin_map
 
 NEVER = -(1 << 60)  # a lag that can never bind: the dependency is ignored
@@ -287,11 +287,25 @@ def _restore_cpu_gaps(
     sp.lag = np.where(fix, gap[sp.dst] if own else np.maximum(sp.lag, gap[sp.dst]), sp.lag)
 
 
+def _learned_durations(graph: ExecutionGraph) -> np.ndarray:
+    """Nodes whose duration is learned, not k's own: a collective's transfer (its end minus the last
+    arrival), or, where ranks are not joined, the whole collective kernel (waiting included)."""
+    learned = graph.arrive_of >= 0
+    plain = np.flatnonzero((graph.node_type == NodeType.GPU) & (graph.arrive_of < 0) & (graph.event >= 0))
+    if len(plain) and not np.any(graph.node_type == NodeType.JOIN):
+        for t in graph.job.ranks:
+            mine = plain[graph.rank[plain] == t.rank]
+            comm = np.zeros(len(t), bool)
+            comm[t.collectives.event] = True
+            learned[mine[comm[graph.event[mine]]]] = True
+    return learned
+
+
 def _learn_transfer_times(
     graph: ExecutionGraph, region: np.ndarray, maps: dict[int, np.ndarray], k: int, dur: np.ndarray
 ) -> None:
-    """A collective's transfer time (its end minus the last arrival) is learned, not k's own."""
-    xfer = np.flatnonzero(graph.arrive_of >= 0)
+    """A collective's transfer time is learned from its twins (k's own would tell where k ends)."""
+    xfer = np.flatnonzero(_learned_durations(graph))
     dst, val = [], []
     for j, m in maps.items():
         x = xfer[(region[xfer] == j) & (m[xfer] >= 0)]
