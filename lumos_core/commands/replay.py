@@ -9,7 +9,10 @@ import orjson
 
 from lumos_core.commands.common import add_load_arguments, load_from_args, terminal_progress
 from lumos_core.errors import ConfigError
+from lumos_core.graph.build import build_graph
+from lumos_core.progress import scaled
 from lumos_core.replay.evaluate import HoldoutReport, evaluate_holdout, unavailable
+from lumos_core.replay.idle import CAUSES, IdleReport, idle_attribution
 from lumos_core.replay.run import ReplayResult, parse_scale, replay
 from lumos_core.trace.loader import load_job
 
@@ -50,6 +53,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help=f"hold-out replay and null models (default: on up to {HOLDOUT_DEFAULT_LIMIT:,} tasks)",
     )
     p.add_argument(
+        "--idle",
+        action="store_true",
+        help="idle time of every GPU stream and iteration by cause (host, event, peer, sync, unexplained)",
+    )
+    p.add_argument(
+        "--keep-stalls",
+        action="store_true",
+        help="replay GPU delays no dependency explains as fixed waits (a job disturbed while traced)",
+    )
+    p.add_argument(
         "--holdout-cpu",
         choices=["measured", "learned"],
         default="measured",
@@ -61,7 +74,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     scale = parse_scale(args.scale)
     job = load_from_args(args, load_job)
-    result = replay(job, scale=scale, progress=terminal_progress(not args.quiet))
+    progress = terminal_progress(not args.quiet)
+    graph = build_graph(job, progress=scaled(progress, 0.0, 0.5), absorb_unexplained=args.keep_stalls)
+    result = replay(job, scale=scale, progress=scaled(progress, 0.5, 1.0), graph=graph)
     holdout = _holdout(result, args.holdout, args.holdout_cpu)
     if args.iteration is not None:
         _keep_iteration(result, args.iteration)
@@ -69,11 +84,18 @@ def run(args: argparse.Namespace) -> int:
         d = result.as_dict(include_busy=args.busy)
         d["holdout"] = holdout.holdout_dict()
         d["null_models"] = holdout.null_models_dict()
+        d["stalls_kept"] = args.keep_stalls
+        if args.idle:
+            d.update(idle_attribution(result.graph).as_dict())
         sys.stdout.write(orjson.dumps(d, option=orjson.OPT_INDENT_2).decode())
         sys.stdout.write("\n")
     else:
         print(format_replay(result))
+        if args.keep_stalls:
+            print("stalls kept: GPU delays no dependency explains are replayed as fixed waits")
         print(format_accuracy(result, holdout))
+        if args.idle:
+            print(format_idle(idle_attribution(result.graph)))
     return 0
 
 
@@ -175,4 +197,32 @@ def format_replay(result: ReplayResult) -> str:
         )
     for note in d["notes"]:
         lines.append(f"note: {note}")
+    return "\n".join(lines)
+
+
+def format_idle(report: IdleReport) -> str:
+    """The idle table: per rank, GPU stream and iteration, idle time by cause (ms)."""
+    lines = ["", "GPU idle time by cause (ms; the causes add up to the stream's measured idle time)"]
+    lines.append(
+        f"{'rank':>4} {'stream':>6} {'iteration':<18} {'idle':>8} " + " ".join(f"{c:>11}" for c in CAUSES)
+    )
+    for r in report.rows:
+        lines.append(
+            f"{r.rank:>4} {r.stream:>6} {r.iteration:<18} {r.idle_ns / 1e6:8.3f} "
+            + " ".join(f"{r.causes[c] / 1e6:11.3f}" for c in CAUSES)
+        )
+    u = report.unexplained_summary()
+    lines.append(f"unexplained delays: {u['count']}, {u['total_us'] / 1000:.2f} ms in total")
+    if u["largest"]:
+        big = u["largest"]
+        lines.append(
+            f"  largest: {big['us']:.1f} µs before {big['task'][:60]} (rank {big['rank']}, stream "
+            f"{big['stream']}, at {big['start_us'] / 1000:.3f} ms)"
+        )
+    for p in u["periodic"]:
+        lines.append(
+            f"  periodic on rank {p['rank']}: {p['count']} delays every {p['period_us'] / 1000:.3f} ms"
+        )
+    if not u["periodic"] and u["count"]:
+        lines.append("  no periodic pattern among delays of 10 µs or more")
     return "\n".join(lines)

@@ -1,0 +1,242 @@
+"""Where GPU time goes: every idle gap of every GPU stream, split by what it waited for.
+
+On the measured timeline, a stream is idle between the end of its work so far and the start of its
+next activity. The graph says why that activity could not start earlier: its binding dependency
+(the one whose measured time plus calibrated lag is latest) explains the gap up to that bound, and
+whatever remains is delay no dependency explains. Causes:
+
+``host``         waiting for the CPU to launch it (the launch was the binding dependency; also the
+                 stream's own few-µs overhead between queued kernels)
+``sync``         the part of a launch wait during which the launching thread was blocked in a
+                 synchronize or blocking copy (the CPU was waiting for the GPU, so the GPU idled)
+``event``        waiting for another stream (cudaStreamWaitEvent)
+``peer``         waiting for another stream's collective that itself waited for peer ranks
+``unexplained``  later than every dependency allows: another process on the GPU, throttling,
+                 profiler flushes
+
+The causes of a stream's iteration add up to its measured idle time (window minus the union of its
+activities). Unexplained delays are also listed one by one, with whether they recur periodically.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from lumos_core.graph.model import EdgeKind, ExecutionGraph, NodeType
+from lumos_core.replay.breakdown import iteration_windows
+
+CAUSES = ("host", "event", "peer", "sync", "unexplained")
+_EXPLAINED_NS = 1_000  # a bound this close to the start explains it (timestamps are µs-rounded)
+
+
+@dataclass
+class Delay:
+    rank: int
+    stream: int
+    start: int  # ns, job time
+    length: int  # ns
+    task: str  # the activity that started late
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "rank": self.rank,
+            "stream": self.stream,
+            "start_us": self.start / 1000,
+            "us": self.length / 1000,
+            "task": self.task,
+        }
+
+
+@dataclass
+class IdleRow:
+    rank: int
+    stream: int
+    iteration: str
+    window_ns: int
+    idle_ns: int  # measured: window minus the union of the stream's activities
+    causes: dict[str, int] = field(default_factory=lambda: dict.fromkeys(CAUSES, 0))
+
+    def as_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"rank": self.rank, "stream": self.stream, "iteration": self.iteration}
+        d.update({f"{c}_us": self.causes[c] / 1000 for c in CAUSES})
+        d["idle_us"] = self.idle_ns / 1000
+        d["window_us"] = self.window_ns / 1000
+        return d
+
+
+@dataclass
+class IdleReport:
+    rows: list[IdleRow]
+    delays: list[Delay]  # unexplained delays, largest first
+
+    def unexplained_summary(self, min_ns: int = 10_000) -> dict[str, Any]:
+        """Count and largest unexplained delay, and whether the ones of at least ``min_ns`` recur
+        with a regular period (per rank: the intervals between them vary by under 10 %)."""
+        periodic = []
+        by_rank: dict[int, list[int]] = {}
+        for d in self.delays:
+            if d.length >= min_ns:
+                by_rank.setdefault(d.rank, []).append(d.start)
+        for r, starts in sorted(by_rank.items()):
+            s = np.unique(np.asarray(starts, np.int64))
+            if len(s) >= 4:
+                gaps = np.diff(s)
+                mean = float(gaps.mean())
+                if mean > 0 and float(gaps.std()) < 0.1 * mean:
+                    periodic.append({"rank": r, "period_us": round(mean / 1000, 1), "count": len(s)})
+        largest = max(self.delays, key=lambda d: d.length, default=None)
+        return {
+            "count": len(self.delays),
+            "total_us": sum(d.length for d in self.delays) / 1000,
+            "largest": largest.as_dict() if largest else None,
+            "periodic": periodic,
+        }
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "idle": [r.as_dict() for r in self.rows],
+            "unexplained": self.unexplained_summary(),
+            "top_unexplained": [d.as_dict() for d in self.delays[:20]],
+        }
+
+
+def idle_attribution(graph: ExecutionGraph) -> IdleReport:
+    """Idle time per GPU stream and iteration, by cause (see the module docstring)."""
+    ms, me = graph.measured_start, graph.measured_end
+    cause, explained_until, binding_src = _binding(graph)
+    blocked = _blocked_intervals(graph)
+    join_wait = _peer_wait(graph)
+    rows: list[IdleRow] = []
+    delays: list[Delay] = []
+    stream_task = (graph.arrive_of < 0) & np.isin(graph.node_type, [NodeType.GPU, NodeType.ARRIVE])
+    xfer_of = np.full(graph.n_nodes, -1, np.int64)
+    xfer = np.flatnonzero(graph.arrive_of >= 0)
+    xfer_of[graph.arrive_of[xfer]] = xfer
+    for t in graph.job.ranks:
+        windows = iteration_windows(t)
+        if not windows:
+            continue
+        lo, hi = windows[0].start, windows[-1].end
+        for p in sorted({int(x) for x in graph.proc[stream_task & (graph.rank == t.rank)]}):
+            lane = graph.procs[p][1]
+            if not t.lanes[lane].is_gpu:
+                continue
+            nodes = np.flatnonzero(stream_task & (graph.proc == p))
+            starts = ms[nodes]
+            ends = np.where(xfer_of[nodes] >= 0, me[np.maximum(xfer_of[nodes], 0)], me[nodes])
+            order = np.argsort(starts, kind="stable")
+            nodes, starts, ends = nodes[order], starts[order], ends[order]
+            reach = np.maximum.accumulate(ends)
+            gap_lo = np.r_[lo, reach[:-1]]  # the stream's work so far ended here
+            parts = _split_gaps(
+                graph, nodes, gap_lo, starts, cause, explained_until, binding_src, blocked, join_wait
+            )
+            stream = t.lanes[lane].stream
+            tail_lo = int(reach[-1]) if len(reach) else lo  # after the last activity: nothing launched
+            for w in windows:
+                row = IdleRow(t.rank, stream, w.name, w.length, 0)
+                for c, a, b, _v in parts:
+                    _add_clipped(row, c, a, b, w.start, w.end)
+                _add_clipped(row, "host", tail_lo, hi, w.start, w.end)
+                row.idle_ns = sum(row.causes.values())
+                rows.append(row)
+            for c, a, b, v in parts:
+                if c == "unexplained" and a < hi and b > lo:
+                    delays.append(Delay(t.rank, stream, a, b - a, t.name_of(int(graph.event[v]))))
+    delays.sort(key=lambda d: -d.length)
+    return IdleReport(rows, delays)
+
+
+def _add_clipped(row: IdleRow, cause: str, a: int, b: int, lo: int, hi: int) -> None:
+    a, b = max(a, lo), min(b, hi)
+    if b > a:
+        row.causes[cause] += b - a
+
+
+def _split_gaps(graph, nodes, gap_lo, starts, cause, explained_until, binding_src, blocked, join_wait):  # type: ignore[no-untyped-def]
+    """Segments (cause, from, to, activity) of the gap before each activity: the explained part up
+    to its binding bound (split into sync/host, or peer/event), then the unexplained rest."""
+    out: list[tuple[str, int, int, int]] = []
+    for v, a, s in zip(nodes.tolist(), gap_lo.tolist(), starts.tolist()):
+        if s <= a:
+            continue
+        until = min(max(int(explained_until[v]), a), s)
+        if s - until <= _EXPLAINED_NS:
+            until = s
+        c = cause[v]
+        src = int(binding_src[v])
+        first, first_len = c, 0
+        if c == "host" and src >= 0:  # part of a launch wait can be the CPU blocked in a sync
+            iv = blocked.get(int(graph.proc[src]))
+            if iv is not None:
+                first, first_len = "sync", _overlap(iv, a, until)
+        elif c == "event" and src >= 0 and join_wait[src] > 0:
+            first, first_len = "peer", min(int(join_wait[src]), until - a)
+        if first_len:
+            out.append((first, a, a + first_len, v))
+        if until > a + first_len:
+            out.append((c, a + first_len, until, v))
+        if s > until:
+            out.append(("unexplained", until, s, v))
+    return out
+
+
+def _overlap(iv: tuple[np.ndarray, np.ndarray], a: int, b: int) -> int:
+    """Length of [a, b) covered by the sorted disjoint intervals ``iv``."""
+    s, e = iv
+    i = int(np.searchsorted(e, a, side="right"))
+    j = int(np.searchsorted(s, b, side="left"))
+    if j <= i:
+        return 0
+    return int(np.sum(np.minimum(e[i:j], b) - np.maximum(s[i:j], a)))
+
+
+def _binding(graph: ExecutionGraph) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """Per node, on measured times: the cause its binding start dependency stands for, the time
+    that dependency allowed, and its source node."""
+    n = graph.n_nodes
+    src = graph.sp_src.astype(np.int64)
+    dst = graph.sp_dst
+    ref = np.where(graph.sp_from_end, graph.measured_end[src], graph.measured_start[src])
+    bound = ref + graph.sp_lag
+    order = np.lexsort((bound, dst))
+    last = np.r_[dst[order][1:] != dst[order][:-1], True]
+    best = order[last]
+    until = np.full(n, np.iinfo(np.int64).min, np.int64)
+    until[dst[best]] = bound[best]
+    has_anchor = graph.anchor > np.iinfo(np.int64).min // 4
+    until = np.where(has_anchor, np.maximum(until, graph.anchor), until)
+    binding_src = np.full(n, -1, np.int64)
+    binding_src[dst[best]] = src[best]
+    kind = np.full(n, -1, np.int64)
+    kind[dst[best]] = graph.sp_kind[best]
+    names = {int(EdgeKind.EVENT_WAIT): "event", int(EdgeKind.COLLECTIVE): "peer", int(EdgeKind.P2P): "peer"}
+    cause = [names.get(int(k), "host") for k in kind.tolist()]
+    return cause, until, binding_src
+
+
+def _blocked_intervals(graph: ExecutionGraph) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """Per CPU processor: the (merged) intervals its blocking calls spent waiting for the GPU."""
+    from lumos_core.replay.intervals import union
+
+    waits = np.flatnonzero(np.diff(graph.ep_ptr) > 0)
+    out: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    for p in np.unique(graph.proc[waits]).tolist():
+        mine = waits[graph.proc[waits] == p]
+        out[int(p)] = union(graph.measured_start[mine], graph.measured_end[mine])
+    return out
+
+
+def _peer_wait(graph: ExecutionGraph) -> np.ndarray:
+    """Per collective transfer node: how long its rank waited for the last peer (join minus its own
+    arrival), 0 elsewhere."""
+    out = np.zeros(graph.n_nodes, np.int64)
+    dst = graph.sp_dst
+    sel = (graph.node_type[graph.sp_src] == NodeType.JOIN) & (graph.arrive_of[dst] >= 0)
+    x = dst[sel]
+    j = graph.sp_src[sel]
+    out[x] = np.maximum(graph.measured_start[j] - graph.measured_start[graph.arrive_of[x]], 0)
+    return out
