@@ -308,7 +308,7 @@ def test_selecting_a_predicted_task_says_which_model_retimed_it(win, qtbot) -> N
     d = win.details.details
     assert d.title.startswith("[predicted] ncclDevKernel")
     why = dict(d.section("Why"))["Duration"]
-    assert why.startswith("DP ") and "alpha-beta" in why and "group 8 -> 16" in why
+    assert why.startswith("DP ") and "NCCL " in why and "group 8 -> 16" in why
     assert d.value("Predicted rank") == "0 (stands for ranks 0, 8)"
     assert d.value("Predicted duration") is not None and "Measured duration" in dict(d.fields)
     # a measured task of the same rows tells its prediction too

@@ -206,7 +206,7 @@ def test_explain_says_which_model_retimed_a_task_and_what_it_waited_for(demo) ->
     t = job.ranks[0]
     why = [dict(explain_task(e, 0, int(ev)))["Duration"] for ev in t.collectives.event]
     dp = [w for w in why if w.startswith("DP ")]
-    assert dp and all("alpha-beta" in w and "group 2 -> 4" in w and "-> predicted" in w for w in dp)
+    assert dp and all("NCCL " in w and "group 2 -> 4" in w and "-> predicted" in w for w in dp)
     kernel = int(np.flatnonzero(t.kind == Kind.KERNEL)[10])
     assert dict(explain_task(e, 0, kernel))["Duration"].startswith("measured duration kept")
     r = replay(job, graph=graph, critical_paths=False)

@@ -9,7 +9,7 @@ import sys
 import orjson
 
 from lumos_core.errors import ConfigError
-from lumos_core.perf.costs import as_collective_kind
+from lumos_core.perf.collective_kinds import as_collective_kind
 from lumos_core.perf.nccl import NcclModel
 from lumos_core.trace.model import CollectiveKind
 

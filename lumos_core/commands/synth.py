@@ -18,7 +18,7 @@ streams, tensor-parallel collectives per layer, pipeline send/recv in the chosen
 data-parallel reduce-scatter/all-gather overlapping the backward pass, CUDA events and syncs.
 
 Durations come from the same analytical hardware models the estimator uses (roofline kernels,
-alpha-beta collectives), simulated causally across ranks. The output is therefore NOT evidence
+NCCL-model collectives), simulated causally across ranks. The output is therefore NOT evidence
 of Lumos's accuracy -- accuracy is measured only on real traces. Every file is marked
 "lumos_synthetic": true and says "synthetic" in its traceName.
 

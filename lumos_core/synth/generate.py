@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lumos_core.errors import ConfigError
-from lumos_core.perf import costs
-from lumos_core.perf.hardware import GpuProfile, get_gpu
+from lumos_core.perf.hardware import get_gpu
+from lumos_core.perf.nccl import GroupShape, NcclModel, shape_of_ranks
 from lumos_core.progress import Progress, no_progress, scaled
 from lumos_core.synth.emit import STREAM_IDS, Emitter, RankIdentity
 from lumos_core.synth.groups import Layout
@@ -78,32 +78,25 @@ def rank_file_name(rank: int, world_size: int) -> str:
     return f"rank{rank:0{width}d}.pt.trace.json.gz"
 
 
-def _protocol(size_bytes: int, n: int) -> str:
-    per_rank = size_bytes / max(1, n)
-    if per_rank <= 64 * 1024:
-        return "LL"
-    return "LL128" if per_rank <= 4 * 1024 * 1024 else "SIMPLE"
-
-
-def _nccl_kernel(c: CommDesc, n: int, inter: bool, gpu: GpuProfile) -> tuple[int, str]:
-    """Nominal ns and NCCL kernel name of a collective on a group of ``n`` (spanning nodes or not)."""
-    t = costs.collective_time(c.kind, c.size_bytes, n, gpu, inter_node=inter)
+def _nccl_kernel(c: CommDesc, shape: GroupShape, model: NcclModel) -> tuple[int, str]:
+    """Nominal ns and NCCL kernel name of a collective on a group of this shape: the algorithm and
+    protocol NCCL's tuner would pick (:mod:`lumos_core.perf.nccl`) appear in the name, as in real
+    traces (``ncclDevKernel_AllReduce_Sum_bf16_RING_LL``)."""
+    pred = model.predict(c.kind, c.size_bytes, shape)
+    ns = max(1, round(pred.seconds * 1e9))
     suffix = "(ncclDevKernelArgsStorage<4096ul>)"
     if c.kind in (CollectiveKind.SEND, CollectiveKind.RECV):
-        return max(1, round(t * 1e9)), "ncclDevKernel_SendRecv" + suffix
+        return ns, "ncclDevKernel_SendRecv" + suffix
     dt = {"BFloat16": "bf16", "Half": "f16", "Float": "f32"}.get(c.dtype, "f32")
-    algo = "RING"
-    if c.kind == CollectiveKind.ALL_REDUCE:
-        ring = costs.collective_time(c.kind, c.size_bytes, n, gpu, inter_node=inter, algorithm="ring")
-        algo = "RING" if ring <= t else "TREE"
-    proto = _protocol(c.size_bytes, n)
+    algo = pred.algorithm.upper() if pred.algorithm != "none" else "RING"
+    proto = pred.protocol.upper() if pred.protocol != "none" else "SIMPLE"
     if c.kind == CollectiveKind.ALL_GATHER:
         name = f"ncclDevKernel_AllGather_{algo}_{proto}"
     elif c.kind == CollectiveKind.REDUCE_SCATTER:
         name = f"ncclDevKernel_ReduceScatter_{c.reduce_op}_{dt}_{algo}_{proto}"
     else:
         name = f"ncclDevKernel_AllReduce_{c.reduce_op}_{dt}_{algo}_{proto}"
-    return max(1, round(t * 1e9)), name + suffix
+    return ns, name + suffix
 
 
 class _Job:
@@ -115,6 +108,7 @@ class _Job:
         self.layout = Layout(cfg, self.gpu.gpus_per_node)
         self.plans: list[StagePlan] = [build_stage_plan(cfg, self.gpu, s) for s in range(cfg.pp)]
         self._comm_cache: dict[tuple, tuple[list[int], list[str]]] = {}
+        self.comm_model = NcclModel.for_gpu(self.gpu)
 
     def clock_offset(self, rank: int) -> int:
         """The rank's true clock error: that of its node, uniform in +-500 µs."""
@@ -126,17 +120,17 @@ class _Job:
         plan = self.plans[stage]
         tp, dp = layout.tp_group(rank), layout.dp_group(rank)
         peers = (layout.peer(rank, "prev"), layout.peer(rank, "next"))
-        inter = (
-            layout.spans_nodes(tp.ranks),
-            layout.spans_nodes(dp.ranks),
-            peers[0] >= 0 and layout.node(peers[0]) != layout.node(rank),
-            peers[1] >= 0 and layout.node(peers[1]) != layout.node(rank),
+        gpn = self.gpu.gpus_per_node
+        shapes = (
+            shape_of_ranks(tp.ranks, gpn),
+            shape_of_ranks(dp.ranks, gpn),
+            shape_of_ranks((rank, peers[0]), gpn) if peers[0] >= 0 else GroupShape.single_node(2),
+            shape_of_ranks((rank, peers[1]), gpn) if peers[1] >= 0 else GroupShape.single_node(2),
         )
-        key = (stage, inter)
+        key = (stage, shapes)
         tables = self._comm_cache.get(key)
         if tables is None:
-            sizes = (tp.size, dp.size, 2, 2)
-            pairs = [_nccl_kernel(c, sizes[c.role], inter[c.role], self.gpu) for c in plan.comms]
+            pairs = [_nccl_kernel(c, shapes[c.role], self.comm_model) for c in plan.comms]
             tables = self._comm_cache[key] = ([p[0] for p in pairs], [p[1] for p in pairs])
         seed = cfg.seed
         return RankSetup(

@@ -176,7 +176,7 @@ def estimate(
         rw = build_rewritten(job, graph, baseline, config, notes)
         plan = plan_retiming(job, rw.graph, baseline, config, notes, model)
         created = np.flatnonzero((rw.graph.event < 0) & (rw.graph.node_type == NodeType.GPU))
-        plan.apply(created, 1.0, "PP send/recv", "alpha-beta of the activation size (created by the rewrite)")
+        plan.apply(created, 1.0, "PP send/recv", "NCCL model of the activation size (created by the rewrite)")
         dur = np.maximum(np.rint(rw.graph.dur * plan.ratio), 0).astype(np.int64)
         progress(0.7, f"simulating {rw.graph.n_nodes} tasks")
         start, end = simulate(rw.graph, dur, _lags(rw.graph, plan))

@@ -632,7 +632,7 @@ def _emit_grad_sync(
     last: dict,
 ) -> None:
     """The gradient all-reduce a data-parallel job adds after its last backward (DDP waits for it
-    before the optimizer step). On GPU: NCCL on its own stream, alpha-beta on NVLink or the network;
+    before the optimizer step). On GPU: NCCL on its own stream, timed by the NCCL model;
     on CPU: gloo over TCP, which the CPU itself drives."""
     n = config.dp
     if cpu_only:

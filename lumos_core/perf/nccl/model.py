@@ -13,7 +13,7 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
-from lumos_core.perf.costs import as_collective_kind, bus_factor
+from lumos_core.perf.collective_kinds import as_collective_kind, bus_factor
 from lumos_core.perf.hardware import GpuProfile, get_gpu
 from lumos_core.perf.nccl.algorithms import Candidate, candidates
 from lumos_core.perf.nccl.params import CommParams, params_for_gpu

@@ -10,8 +10,9 @@ trace's own efficiency stays in every prediction and the models only say how it 
   linearly. Without shapes: the per-layer GEMM FLOPs formula.
 * attention: FLOPs ∝ micro-batch · seq² · hidden.
 * elementwise, normalisation, reductions, copies: bytes ∝ tokens · hidden.
-* collectives: the alpha-beta model of :mod:`lumos_core.perf.costs`, calibrated on the trace's own
-  collectives, at the new group size, message size and node span.
+* collectives: the NCCL model of :mod:`lumos_core.perf.nccl` (algorithm and protocol picked per
+  collective, hops and link ceilings from the group's node layout), calibrated on the trace's own
+  collectives labelled intra- or inter-node, at the new group size, message size and node layout.
 * hardware: compute-bound work by the ratio of peak FLOP/s, memory-bound work by the ratio of
   memory bandwidth, communication by link bandwidth.
 

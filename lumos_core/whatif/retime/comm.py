@@ -1,53 +1,116 @@
-"""Collectives for new group sizes, message sizes, node spans and links (the alpha-beta model,
-calibrated on the trace's own collectives)."""
+"""Collectives for new group sizes, message sizes, node layouts and links: the NCCL model of
+:mod:`lumos_core.perf.nccl`, calibrated on the trace's own collectives."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
+import orjson
 
 from lumos_core.graph.model import ExecutionGraph, NodeType
-from lumos_core.perf import costs
 from lumos_core.perf.hardware import GpuProfile
+from lumos_core.perf.nccl import (
+    CollectiveSample,
+    GroupShape,
+    NcclModel,
+    shape_of_ranks,
+    shape_of_strided_group,
+)
 from lumos_core.trace.model import CollectiveKind, Job
 from lumos_core.whatif.baseline import group_roles
 from lumos_core.whatif.config import Baseline, JobConfig
 from lumos_core.whatif.retime.plan import RetimePlan
 from lumos_core.whatif.retime.ratios import collective_ratio, layer_gemm_flops
 
+_MAX_SAMPLES = 400
 
-def comm_model_from_trace(job: Job, graph: ExecutionGraph, gpu: GpuProfile) -> costs.CommModel:
-    """The alpha-beta model calibrated on this trace's collectives (transfer time = the joined
-    transfer node, i.e. the shortest kernel of each instance across ranks)."""
-    samples = []
+
+def trace_gpus_per_node(job: Job, gpu: GpuProfile) -> int:
+    """GPUs per node of the traced job: the profile's node size, or the whole job when it is smaller
+    (an 8-GPU trace ran on one node)."""
+    return max(1, min(gpu.gpus_per_node, len(job.ranks) if job.ranks else gpu.gpus_per_node))
+
+
+def collective_samples(job: Job, graph: ExecutionGraph, gpus_per_node: int) -> list[CollectiveSample]:
+    """One sample per collective instance (transfer time = the joined transfer node, i.e. the shortest
+    kernel of the instance across ranks), its group placed on nodes from the recorded group ranks
+    (node = rank // gpus_per_node), else packed."""
+    samples: list[CollectiveSample] = []
     by_rank = {t.rank: t for t in job.ranks}
     transfer = np.flatnonzero(graph.arrive_of >= 0)
-    seen: set[tuple[int, int]] = set()
+    seen: dict[tuple[int, int, int], int] = {}
+    shapes: dict[tuple[int, int], GroupShape] = {}
     for v in transfer.tolist():
         r, e = int(graph.rank[v]), int(graph.event[v])
         t = by_rank[r]
-        rows = np.flatnonzero(t.collectives.event == e)
+        c = t.collectives
+        rows = np.flatnonzero(c.event == e)
         if len(rows) == 0:
             continue
         row = int(rows[0])
-        c = t.collectives
         size = int(c.size_bytes[row])
         n = int(c.group_size[row])
         if size <= 0 or n <= 1:
             continue
-        key = (int(c.kind[row]), size)
-        if key in seen and len(samples) > 200:
+        gid = int(c.group_ranks[row])
+        key_shape = (r, gid)
+        if key_shape not in shapes:
+            shapes[key_shape] = _shape_of(t.strings[gid] if gid >= 0 else None, n, gpus_per_node)
+        shape = shapes[key_shape]
+        key = (int(c.kind[row]), size, shape.nodes)
+        seen[key] = seen.get(key, 0) + 1
+        if seen[key] > 8 and len(samples) > _MAX_SAMPLES:
             continue
-        seen.add(key)
-        samples.append(
-            costs.CommSample(
-                kind=CollectiveKind(int(c.kind[row])),
-                size_bytes=size,
-                group_size=n,
-                seconds=graph.dur[v] / 1e9,
-                inter_node=False,
-            )
+        samples.append(CollectiveSample(CollectiveKind(int(c.kind[row])), size, shape, graph.dur[v] / 1e9))
+    return samples
+
+
+def _shape_of(ranks_text: str | None, n: int, gpus_per_node: int) -> GroupShape:
+    if ranks_text:
+        try:
+            ranks = orjson.loads(ranks_text)
+            if isinstance(ranks, list) and len(ranks) == n and all(isinstance(x, int) for x in ranks):
+                return shape_of_ranks(ranks, gpus_per_node)
+        except orjson.JSONDecodeError:
+            pass
+    return GroupShape.spread(n, gpus_per_node)
+
+
+def comm_model_from_trace(job: Job, graph: ExecutionGraph, gpu: GpuProfile) -> NcclModel:
+    """The NCCL model of the traced system, calibrated per scope (intra-/inter-node) on the trace's
+    collectives; a scope without samples keeps the GPU profile's numbers."""
+    gpn = trace_gpus_per_node(job, gpu)
+    model = NcclModel.for_gpu(gpu, gpus_per_node=gpu.gpus_per_node)
+    return model.calibrate(collective_samples(job, graph, gpn))
+
+
+def model_for(model: NcclModel, gpu: GpuProfile) -> NcclModel:
+    """The calibrated model moved to another system (new GPU or links): the new line rates with the
+    corrections fitted on the trace (how far this software stack is from the ceilings)."""
+    fresh = NcclModel.for_gpu(gpu).params
+    p = model.params
+    if (fresh.gpu, fresh.nvlink_gbps, fresh.network_gbps, fresh.gpus_per_node) == (
+        p.gpu,
+        p.nvlink_gbps,
+        p.network_gbps,
+        p.gpus_per_node,
+    ):
+        return model
+    kept = {
+        f: getattr(p, f)
+        for f in (
+            "latency_scale_intra",
+            "bandwidth_scale_intra",
+            "latency_scale_inter",
+            "bandwidth_scale_inter",
+            "source_intra",
+            "source_inter",
         )
-    return costs.CommModel.from_profile(gpu).calibrate(samples)
+    }
+    return dataclasses.replace(
+        model, params=dataclasses.replace(fresh, **kept), kernel_floor=gpu.kernel_floor
+    )
 
 
 def retime_collectives(
@@ -56,7 +119,7 @@ def retime_collectives(
     plan: RetimePlan,
     baseline: Baseline,
     config: JobConfig,
-    model: costs.CommModel,
+    model: NcclModel,
     gpu_old: GpuProfile,
     gpu_new: GpuProfile,
     tok_ratio: float,
@@ -81,7 +144,8 @@ def retime_collectives(
     if config.layers and base.layers:
         params_ratio *= config.layers / base.layers
     act_ratio = tok_ratio * h_ratio
-    gpn_old, gpn_new = gpu_old.gpus_per_node, gpu_new.gpus_per_node
+    gpn_old, gpn_new = trace_gpus_per_node(job, gpu_old), gpu_new.gpus_per_node
+    model_new = model_for(model, gpu_new)
     groups: dict[tuple[str, int, int], list[int]] = {}
     for r, t in by_rank.items():
         c = t.collectives
@@ -105,34 +169,19 @@ def retime_collectives(
         size_ratio = params_ratio if role in ("dp", "world") else act_ratio
         if role == "pp":
             size_ratio = act_ratio
-        span_old = _first_group_spans_nodes(n_old, stride_old.get(role, 1), gpn_old)
-        span_new = _first_group_spans_nodes(n_new, stride_new.get(role, 1), gpn_new)
-        if (n_old, n_new, size_ratio, span_old, span_new, gpu_old.name) == (
-            n_new,
-            n_old,
-            1.0,
-            span_new,
-            span_old,
-            gpu_new.name,
-        ) and n_old == n_new:
+        shape_old = shape_of_strided_group(n_old, stride_old.get(role, 1), gpn_old)
+        shape_new = shape_of_strided_group(n_new, stride_new.get(role, 1), gpn_new)
+        if (shape_old, size_ratio) == (shape_new, 1.0) and model_new is model:
             continue
-        r = collective_ratio(
-            kind, size, n_old, n_new, span_old, span_new, size_ratio, gpu_old, gpu_new, model
-        )
-        if n_new <= 1:
-            r = 0.0
-        scope = "inter-node" if span_new else "intra-node"
+        r, pred = collective_ratio(kind, size, shape_old, shape_new, size_ratio, model, model_new)
+        scope = "inter-node" if shape_new.inter_node else "intra-node"
+        how = f"NCCL {pred.algorithm}/{pred.protocol}" if pred else "NCCL"
         label = CollectiveKind(kind).label
         plan.apply(
             np.asarray(nodes),
             r,
             f"{role.upper()} {label}",
-            f"alpha-beta ({model.source(CollectiveKind(kind), span_new)}), {scope}",
-            f"group {n_old} -> {n_new}" + (f", message x{size_ratio:.3g}" if size_ratio != 1 else ""),
+            f"{how}, {scope} ({model_new.source(inter_node=shape_new.inter_node)})",
+            f"group {n_old} -> {n_new} on {shape_new.nodes} node(s)"
+            + (f", message x{size_ratio:.3g}" if size_ratio != 1 else ""),
         )
-
-
-def _first_group_spans_nodes(group_size: int, stride: int, gpus_per_node: int) -> bool:
-    """Does the first group of ``group_size`` ranks spaced ``stride`` apart (Megatron's order) cover
-    more than one node?"""
-    return costs.spans_nodes(range(0, group_size * stride, stride), gpus_per_node)

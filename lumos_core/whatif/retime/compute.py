@@ -161,7 +161,7 @@ def add_tp_allreduces(
     the attention projection and the second FFN GEMM in the forward pass, and the input gradients of
     the QKV and first FFN GEMMs in the backward pass (4 per layer and microbatch), synchronously on
     the compute stream. Those GEMMs are found by shape (tokens x {hidden, 3 hidden, FFN} -> hidden)
-    and each is followed by the all-reduce's alpha-beta time at the new TP size; one backward GEMM
+    and each is followed by the all-reduce's NCCL-model time at the new TP size; one backward GEMM
     shares a forward shape, so the times are scaled to 4 per layer."""
     base = baseline.config
     h, f = base.hidden, base.ffn
@@ -203,6 +203,6 @@ def add_tp_allreduces(
         nodes,
         (cur + add) / cur,
         "TP all-reduce",
-        "alpha-beta after each row-parallel GEMM (and input-gradient GEMM), on the compute stream",
+        "NCCL all-reduce after each row-parallel GEMM (and input-gradient GEMM), on the compute stream",
         f"{nbytes / 2**20:.1f} MiB over {config.tp} GPUs, {seconds * 1e6:.0f} µs each",
     )

@@ -7,8 +7,8 @@ import dataclasses
 import numpy as np
 
 from lumos_core.graph.model import ExecutionGraph, NodeType
-from lumos_core.perf import costs
 from lumos_core.perf.hardware import GpuProfile, get_gpu
+from lumos_core.perf.nccl import NcclModel
 from lumos_core.trace.model import Job, Kind
 from lumos_core.whatif.config import Baseline, JobConfig
 from lumos_core.whatif.retime.comm import comm_model_from_trace, retime_collectives
@@ -25,7 +25,7 @@ def plan_retiming(
     baseline: Baseline,
     config: JobConfig,
     notes: list[str],
-    model: costs.CommModel | None = None,
+    model: NcclModel | None = None,
 ) -> RetimePlan:
     """Duration ratios for every node of ``graph`` (see :mod:`lumos_core.whatif.retime`)."""
     base = baseline.config

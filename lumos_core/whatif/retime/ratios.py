@@ -10,6 +10,7 @@ import numpy as np
 
 from lumos_core.perf import costs
 from lumos_core.perf.hardware import GpuProfile
+from lumos_core.perf.nccl import GroupShape, NcclModel, Prediction
 from lumos_core.trace.kernel_families import Family
 from lumos_core.trace.model import CollectiveKind
 from lumos_core.whatif.config import JobConfig
@@ -131,31 +132,21 @@ def layer_gemm_flops(hidden: int, ffn: int) -> float:
 def collective_ratio(
     kind: int,
     size_bytes: float,
-    n_old: int,
-    n_new: int,
-    span_old: bool,
-    span_new: bool,
+    shape_old: GroupShape,
+    shape_new: GroupShape,
     size_ratio: float,
-    gpu_old: GpuProfile,
-    gpu_new: GpuProfile,
-    model: costs.CommModel | None = None,
-) -> float:
-    """New/old time of a collective: its message scaled by size_ratio, its group resized, maybe a new GPU."""
-    if n_new <= 1:
-        return 0.0  # a group of one moves no data
+    model_old: NcclModel,
+    model_new: NcclModel,
+) -> tuple[float, Prediction | None]:
+    """New/old time of a collective: its message scaled by size_ratio, its group reshaped (ranks and
+    nodes), maybe on another system; and the new prediction (algorithm, protocol)."""
+    if shape_new.ranks <= 1:
+        return 0.0, None  # a group of one moves no data
     kind_e = CollectiveKind(int(kind))
     size = max(float(size_bytes), 1.0) if size_bytes > 0 else 1 << 20
-    if model is not None:
-        old = model.time(kind_e, size, max(n_old, 2), inter_node=span_old)
-        new = model.time(kind_e, size * size_ratio, n_new, inter_node=span_new)
-    else:
-        old = costs.collective_time(kind_e, size, max(n_old, 2), gpu_old, inter_node=span_old)
-        new = costs.collective_time(kind_e, size * size_ratio, n_new, gpu_new, inter_node=span_new)
-    if gpu_old.name != gpu_new.name:
-        lo = costs.link_params(gpu_old, span_new)
-        ln = costs.link_params(gpu_new, span_new)
-        new *= lo.bandwidth / ln.bandwidth if ln.bandwidth > 0 else 1.0
-    return new / old if old > 0 else 1.0
+    old = model_old.predict(kind_e, size, shape_old if shape_old.ranks > 1 else GroupShape.single_node(2))
+    new = model_new.predict(kind_e, size * size_ratio, shape_new)
+    return (new.seconds / old.seconds if old.seconds > 0 else 1.0), new
 
 
 def hardware_ratio(family: np.ndarray, gpu_old: GpuProfile, gpu_new: GpuProfile) -> np.ndarray:
