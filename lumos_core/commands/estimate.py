@@ -10,7 +10,7 @@ import orjson
 
 from lumos_core.commands.common import add_load_arguments, load_from_args, terminal_progress
 from lumos_core.trace.loader import load_job
-from lumos_core.whatif.baseline import infer_baseline
+from lumos_core.whatif.baseline import group_roles, infer_baseline
 from lumos_core.whatif.config import KNOBS, RECOMPUTE_MODES, JobConfig, check
 from lumos_core.whatif.estimate import EstimateResult, estimate, predict_memory_or_note
 from lumos_core.whatif.export import write_job
@@ -116,6 +116,8 @@ def run(args: argparse.Namespace) -> int:
             result.represents,
             args.out,
             result.world_size,
+            config=config,
+            roles=group_roles(job)[0],
             overwrite=args.force,
             extra={"lumos_estimate_config": config.as_dict()},
             progress=terminal_progress(not args.quiet),

@@ -1,7 +1,8 @@
 """Streaming writer of one Kineto trace file (gzip JSON), and the top-level metadata of a rank.
 
-The file is written as ``{header keys..., "traceEvents": [chunk, chunk, ...], trailer keys...}``
-with orjson, one chunk of events at a time, so a rank never has to be held in memory whole.
+The file is written as ``{header keys..., "traceEvents": [chunk, chunk, ...], trailer keys...}``,
+the keys in Kineto's textual form (:mod:`lumos_core.trace.kineto_text`), the events with orjson one
+chunk at a time, so a rank never has to be held in memory whole.
 
 Clock convention of synthetic files: every rank shares ``baseTimeNanoseconds``; a rank's raw
 profiler time ``baseTimeNanoseconds + ts * 1000`` equals the job's true time plus the rank's
@@ -19,6 +20,7 @@ from typing import Any
 import orjson
 
 from lumos_core.perf.hardware import GpuProfile
+from lumos_core.trace.kineto_text import header_bytes, trailer_bytes
 
 __all__ = ["BASE_TIME_NS", "TS_ORIGIN_NS", "RankTraceWriter", "device_properties"]
 
@@ -65,8 +67,8 @@ class RankTraceWriter:
             self._f = self._raw
         self._first = True
         self.n_events = 0
-        parts = [orjson.dumps(k) + b":" + orjson.dumps(v) for k, v in header.items()]
-        self._f.write(b"{" + b",".join(parts) + (b"," if parts else b"") + b'"traceEvents":[')
+        # Top-level keys as Kineto writes them (tools find the rank in that text); events compact.
+        self._f.write(header_bytes(header))
 
     def write(self, events: list[dict[str, Any]]) -> None:
         if not events:
@@ -79,8 +81,7 @@ class RankTraceWriter:
         self.n_events += len(events)
 
     def close(self, trailer: dict[str, Any] | None = None) -> None:
-        parts = [orjson.dumps(k) + b":" + orjson.dumps(v) for k, v in (trailer or {}).items()]
-        self._f.write(b"]" + b"".join(b"," + p for p in parts) + b"}")
+        self._f.write(trailer_bytes(trailer))
         self._f.close()
         self._raw.close()
 
