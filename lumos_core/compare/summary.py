@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from lumos_core.perf.costs import bus_factor
+from lumos_core.perf.collective_kinds import bus_factor
 from lumos_core.replay.breakdown import activity, breakdown, iteration_windows
 from lumos_core.trace.kernel_families import Family, event_families
 from lumos_core.trace.model import GPU_ACTIVITY_KINDS, CollectiveKind, Kind, RankTrace
