@@ -192,3 +192,11 @@ def test_lumos_comm_json_and_errors(capsys):
     assert main(["comm", "frobnicate", "--bytes", "1", "--ranks", "2"]) == 2
     assert "unknown collective" in capsys.readouterr().err
     assert main(["comm", "allreduce", "--bytes", "1", "--ranks", "2", "--nodes", "3"]) == 2
+
+
+def test_size_for_time_inverts_the_prediction():
+    model = NcclModel.for_gpu("H100")
+    shape = GroupShape.single_node(8)
+    for size in (4096, 2**20, 150e6):
+        t = model.predict("allgather", size, shape).seconds
+        assert model.size_for_time("allgather", t, shape) == pytest.approx(size, rel=0.03)

@@ -155,6 +155,22 @@ class NcclModel:
         """Seconds of one collective (the interface the re-timing rules use)."""
         return self.predict(kind, size_bytes, group_size, nodes=nodes, inter_node=inter_node).seconds
 
+    def size_for_time(self, kind: CollectiveKind | str, seconds: float, shape: GroupShape) -> float:
+        """The message size (bytes) this model would move in ``seconds``: for collectives whose
+        size the trace does not record, inferred from their measured transfer time."""
+        lo, hi = 1.0, 1e13
+        if self.predict(kind, lo, shape).seconds >= seconds:
+            return lo
+        for _ in range(60):  # bisection on a log scale: time grows monotonically with size
+            mid = math.sqrt(lo * hi)
+            if self.predict(kind, mid, shape).seconds < seconds:
+                lo = mid
+            else:
+                hi = mid
+            if hi / lo < 1.01:
+                break
+        return math.sqrt(lo * hi)
+
     # -------------------------------------------------------------------------- calibration
 
     def calibrate(self, samples: Iterable[CollectiveSample], min_samples: int = 1) -> NcclModel:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import numpy as np
 import orjson
@@ -14,6 +15,7 @@ from lumos_core.perf.nccl import (
     CollectiveSample,
     GroupShape,
     NcclModel,
+    Prediction,
     shape_of_ranks,
     shape_of_strided_group,
 )
@@ -173,7 +175,12 @@ def retime_collectives(
         shape_new = shape_of_strided_group(n_new, stride_new.get(role, 1), gpn_new)
         if (shape_old, size_ratio) == (shape_new, 1.0) and model_new is model:
             continue
-        r, pred = collective_ratio(kind, size, shape_old, shape_new, size_ratio, model, model_new)
+        if size > 0:
+            r, pred = collective_ratio(kind, size, shape_old, shape_new, size_ratio, model, model_new)
+        else:
+            r, pred = _ratio_of_unsized(
+                graph, nodes, kind, shape_old, shape_new, size_ratio, model, model_new
+            )
         scope = "inter-node" if shape_new.inter_node else "intra-node"
         how = f"NCCL {pred.algorithm}/{pred.protocol}" if pred else "NCCL"
         label = CollectiveKind(kind).label
@@ -185,3 +192,28 @@ def retime_collectives(
             f"group {n_old} -> {n_new} on {shape_new.nodes} node(s)"
             + (f", message x{size_ratio:.3g}" if size_ratio != 1 else ""),
         )
+
+
+def _ratio_of_unsized(
+    graph: ExecutionGraph,
+    nodes: list[int],
+    kind: int,
+    shape_old: GroupShape,
+    shape_new: GroupShape,
+    size_ratio: float,
+    model: NcclModel,
+    model_new: NcclModel,
+) -> tuple[np.ndarray, Prediction | None]:
+    """Collectives without a recorded message size: each one's size is what the calibrated model
+    moves in its measured transfer time, so a large all-gather is not re-timed as a 1 MiB one."""
+    ratios = np.ones(len(nodes))
+    cache: dict[int, tuple[float, Prediction | None]] = {}
+    pred = None
+    for i, v in enumerate(nodes):
+        seconds = max(float(graph.dur[v]) / 1e9, 1e-9)
+        key = int(round(math.log2(seconds) * 8))  # durations within ~9 % share an inferred size
+        if key not in cache:
+            size = model.size_for_time(CollectiveKind(kind), seconds, shape_old)
+            cache[key] = collective_ratio(kind, size, shape_old, shape_new, size_ratio, model, model_new)
+        ratios[i], pred = cache[key]
+    return ratios, pred
