@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+from lumos_core.errors import LumosError
 from lumos_core.progress import Progress, no_progress
 
 
-def add_load_arguments(p: argparse.ArgumentParser) -> None:
+def add_load_arguments(p: argparse.ArgumentParser, engine: bool = True) -> None:
+    """PATH and the loading options; ``engine``: also --engine/--address (where files are parsed),
+    for commands that do not use those names for something else."""
     p.add_argument("path", help="folder of per-rank trace files (*.json, *.json.gz) or one trace file")
     p.add_argument("--strict", action="store_true", help="fail on the first bad file instead of skipping it")
     p.add_argument("--no-cache", action="store_true", help="parse every file again (ignore the cache)")
@@ -19,6 +24,29 @@ def add_load_arguments(p: argparse.ArgumentParser) -> None:
         "--workers", type=int, default=None, help="parallel parsing processes (default: CPU count)"
     )
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar on stderr")
+    if engine:
+        p.add_argument(
+            "--engine",
+            dest="parse_engine",
+            choices=("local", "ray"),
+            default="local",
+            help="where rank files are parsed: this machine's processes (default) or a Ray cluster",
+        )
+        p.add_argument(
+            "--address",
+            dest="parse_address",
+            metavar="ADDR",
+            default=None,
+            help="Ray cluster address for --engine ray (default: $RAY_ADDRESS, else a local Ray instance)",
+        )
+    p.add_argument(
+        "--cache-dir",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="folder of parsed columns (default: the user cache); with --engine ray on a cluster, "
+        "storage every machine can reach",
+    )
 
 
 def terminal_progress(enabled: bool = True) -> Progress:
@@ -43,10 +71,26 @@ def terminal_progress(enabled: bool = True) -> Progress:
 
 
 def load_from_args(args: argparse.Namespace, load_job: Callable[..., Any]) -> Any:
-    return load_job(
-        args.path,
-        progress=terminal_progress(not args.quiet),
-        strict=args.strict,
-        use_cache=not args.no_cache,
-        workers=args.workers,
-    )
+    engine = getattr(args, "parse_engine", "local")
+    address = getattr(args, "parse_address", None)
+    if address and engine != "ray":
+        raise LumosError("--address is for --engine ray (the local engine parses on this machine)")
+    if getattr(args, "cache_dir", None) is not None:
+        os.environ["LUMOS_CACHE_DIR"] = str(args.cache_dir)  # read by lumos_core.trace.cache
+    parser = None
+    if engine == "ray":
+        from lumos_core.sweep.ray_load import RayParser
+
+        parser = RayParser(address=address, jobs=args.workers, root=args.cache_dir)
+    try:
+        return load_job(
+            args.path,
+            progress=terminal_progress(not args.quiet),
+            strict=args.strict,
+            use_cache=not args.no_cache,
+            workers=args.workers,
+            parser=parser,
+        )
+    finally:
+        if parser is not None:
+            parser.close()

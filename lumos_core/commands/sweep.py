@@ -44,7 +44,7 @@ Examples:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    add_load_arguments(p)
+    add_load_arguments(p, engine=False)  # --engine/--address choose where the sweep runs
     p.add_argument("--grid", required=True, help='knobs and values, e.g. "dp=8,16,32 pp=1,2,4"')
     p.add_argument("--gpu", default=None, help="GPU profile for every configuration (H100, H200, A100, ...)")
     p.add_argument(

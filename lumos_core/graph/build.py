@@ -22,6 +22,7 @@ from lumos_core.graph.edges import (
 from lumos_core.graph.model import NO_ANCHOR, EdgeKind, ExecutionGraph, NodeType
 from lumos_core.graph.nodes import RankNodes, rank_nodes
 from lumos_core.graph.order import csr, cycle_message, topological_order
+from lumos_core.os_memory import release_free_heap
 from lumos_core.progress import Progress, no_progress
 from lumos_core.trace.model import Job
 
@@ -73,6 +74,8 @@ def build_graph(
         ctx = RankContext(t, rn, sp, ep, notes, latency)
         for rule in RANK_RULES:
             rule(ctx)
+        # only the rules need these per-event maps: free them now rather than hold every rank's
+        rn.first_leaf_after = rn.last_leaf_within = np.zeros(0, np.int64)
         base += n
     if base == 0:
         raise GraphError(f"{job.path}: no CPU or GPU work to replay (no tasks in any rank)")
@@ -164,6 +167,7 @@ def build_graph(
             else []
         ),
     )
+    release_free_heap()  # building frees many mid-sized temporaries the C heap would keep
     progress(1.0, f"graph: {graph.n_tasks} tasks")
     return graph
 

@@ -211,7 +211,8 @@ def event_wait_pairs(  # type: ignore[no-untyped-def]
 def warm_up() -> None:
     """Compile the kernels on tiny inputs."""
     ptr = np.asarray([0, 1, 1], np.int64)
-    kahn_order(ptr, np.asarray([1], np.int64), np.asarray([0, 1], np.int64), np.zeros(2, np.int64))
+    for dtype in (np.int32, np.int64):  # the graph's own ids are int32; rewrites pass int64
+        kahn_order(ptr, np.asarray([1], dtype), np.asarray([0, 1], np.int64), np.zeros(2, np.int64))
     i64 = np.zeros(1, np.int64)
     i32 = np.zeros(1, np.int32)
     b = np.zeros(1, bool)

@@ -37,16 +37,31 @@ def topological_order(
     # Ties: at equal times a collective's join comes after every other node (its arrivals included),
     # then by id (chain order). A transfer starts with its join but sorts before it, so graphs with
     # collectives usually fail the check below and take Kahn's algorithm, which orders them right.
-    tie = (typ == NodeType.JOIN).astype(np.int64)
-    order = np.lexsort((np.arange(n), tie, key))
-    pos = np.empty(n, np.int64)
-    pos[order] = np.arange(n)
-    s_dst = np.repeat(np.arange(n), np.diff(sp_ptr))
-    e_dst = np.repeat(np.arange(n), np.diff(ep_ptr))
-    bad = np.count_nonzero(pos[sp_src] >= pos[s_dst]) + np.count_nonzero(pos[ep_src] >= pos[e_dst])
-    if bad == 0:
+    tie = (typ == NodeType.JOIN).astype(np.int8)
+    order = np.lexsort((np.arange(n, dtype=np.int32), tie, key))
+    del tie
+    if _is_topological(order, sp_ptr, sp_src, ep_ptr, ep_src):
         return order.astype(np.int32)
-    return kahn(n, np.concatenate([sp_src, ep_src]), np.concatenate([s_dst, e_dst]), key)
+    del order
+    ids = np.arange(n, dtype=np.int32)
+    dst = np.concatenate([np.repeat(ids, np.diff(sp_ptr)), np.repeat(ids, np.diff(ep_ptr))])
+    del ids
+    return kahn(n, np.concatenate([sp_src, ep_src]).astype(np.int32), dst, key)
+
+
+def _is_topological(
+    order: np.ndarray, sp_ptr: np.ndarray, sp_src: np.ndarray, ep_ptr: np.ndarray, ep_src: np.ndarray
+) -> bool:
+    """Whether every dependency's source comes before its destination in ``order`` (its own
+    function so that its edge-sized temporaries are gone before Kahn's algorithm runs)."""
+    n = len(order)
+    pos = np.empty(n, np.int32)
+    pos[order] = np.arange(n, dtype=np.int32)
+    for ptr, src in ((sp_ptr, sp_src), (ep_ptr, ep_src)):
+        dst_pos = np.repeat(pos, np.diff(ptr))
+        if np.count_nonzero(pos[src] >= dst_pos):
+            return False
+    return True
 
 
 def kahn(n: int, src: np.ndarray, dst: np.ndarray, key: np.ndarray) -> np.ndarray:
@@ -56,14 +71,10 @@ def kahn(n: int, src: np.ndarray, dst: np.ndarray, key: np.ndarray) -> np.ndarra
     the same algorithm on ``heapq``, used without numba and by the tests."""
     if not jit.ENABLED:
         return kahn_reference(n, src, dst, key)
-    src = np.asarray(src, np.int64)
-    dst = np.asarray(dst, np.int64)
     indeg = np.bincount(dst, minlength=n).astype(np.int64)
-    order_e = np.argsort(src, kind="stable")
-    succ = dst[order_e]
+    succ = dst[np.argsort(src, kind="stable")]
     ptr = np.zeros(n + 1, np.int64)
     np.cumsum(np.bincount(src, minlength=n), out=ptr[1:])
-    del order_e
     out, deg = kernels.kahn_order(ptr, succ, indeg, np.ascontiguousarray(key, np.int64))
     if len(out) < n:
         raise _cycle_error(n, len(out), np.flatnonzero(deg > 0)[:5].tolist())

@@ -18,7 +18,7 @@ import multiprocessing
 import os
 import re
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +42,8 @@ _MAX_SPREAD_NS = 2**60
 # Below this much data, starting worker processes costs more than it saves.
 _IN_PROCESS_BYTES = 3 * 1024 * 1024
 
+# (files, use_cache) -> (file, RankTrace | reason why it cannot be used), as files finish
+Parser = Callable[[list[Path], bool], Iterator[tuple[Path, "RankTrace | str"]]]
 FileCallback = Callable[[str, str, str], None]  # (file, state, detail); states: loading/cached/loaded/failed
 
 
@@ -86,6 +88,7 @@ def load_job(
     workers: int | None = None,
     align_clocks: bool = True,
     on_file: FileCallback | None = None,
+    parser: Parser | None = None,
 ) -> Job:
     """Load every rank of a trace folder (or one trace file).
 
@@ -101,6 +104,10 @@ def load_job(
         Parallel parsing processes (default: CPU count, bounded by memory).
     on_file
         Optional per-file status callback ``(file, state, detail)`` for UIs.
+    parser
+        Parses the files the cache does not have, ``parser(files, use_cache)`` yielding
+        ``(file, RankTrace | reason)``; default: this machine's worker processes (e.g.
+        :class:`lumos_core.sweep.ray_load.RayParser` parses them on a Ray cluster instead).
     """
     files = discover_trace_files(path)
     notify = on_file or (lambda f, s, d: None)
@@ -127,7 +134,8 @@ def load_job(
         notify(str(f), "failed", reason)
 
     done = len(parsed)
-    for f, outcome in _parse_all(todo, workers, use_cache):
+    parse = parser or (lambda files, use: _parse_all(files, workers, use))
+    for f, outcome in parse(todo, use_cache):
         if isinstance(outcome, RankTrace):
             parsed[f] = outcome
             notify(str(f), "loaded", "")
@@ -165,7 +173,7 @@ def load_job(
 # ---------------------------------------------------------------- parsing (parallel, bounded memory)
 
 
-def _load_one(path_str: str, use_cache: bool) -> RankTrace | str:
+def parse_one_file(path_str: str, use_cache: bool) -> RankTrace | str:
     """Worker entry point: a RankTrace, or the reason the file cannot be used (never raises)."""
     path = Path(path_str)
     try:
@@ -223,7 +231,7 @@ def _parse_all(todo: list[Path], workers: int | None, use_cache: bool):  # type:
     total_bytes = sum(f.stat().st_size for f in todo)
     if n_workers == 1 or total_bytes < _IN_PROCESS_BYTES:
         for f in todo:
-            yield f, _load_one(str(f), use_cache)
+            yield f, parse_one_file(str(f), use_cache)
         return
     # fork is fastest and safe while this process has one thread (the CLI); a GUI calls us from a
     # worker thread, and forking a multi-threaded process can deadlock, so use forkserver there.
@@ -238,7 +246,7 @@ def _parse_all(todo: list[Path], workers: int | None, use_cache: bool):  # type:
     try:
         # Largest first: the slowest file starts early and the pool finishes evenly.
         order = sorted(todo, key=lambda f: -need[f])
-        futures = {pool.submit(_load_one, str(f), use_cache): f for f in order}
+        futures = {pool.submit(parse_one_file, str(f), use_cache): f for f in order}
         for fut in cf.as_completed(futures):
             f = futures[fut]
             try:

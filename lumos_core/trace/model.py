@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import orjson
 
+from lumos_core.os_memory import drop_pages
 from lumos_core.trace.memory import MemoryRecords
 
 # More ranks than any job has: rank numbers and world sizes beyond it are corrupt metadata (ranks
@@ -284,7 +285,11 @@ class RankTrace:
         starts = np.asarray(self.args_start)[events].tolist()
         ends = (np.asarray(self.args_start)[events] + np.asarray(self.args_len)[events]).tolist()
         items = [data[a:b] if b > a else b"{}" for a, b in zip(starts, ends)]
-        return orjson.loads(b"[" + b",".join(items) + b"]")  # type: ignore[no-any-return]
+        out = orjson.loads(b"[" + b",".join(items) + b"]")
+        del items, data
+        # a few args from every page keep the rank's whole args blob resident: let it go again
+        drop_pages(self.args_data)
+        return out  # type: ignore[no-any-return]
 
     def string_id(self, s: str) -> int:
         """Index of ``s`` in the string table, or -1 (linear; for occasional lookups only)."""
