@@ -83,3 +83,59 @@ def test_downsampled_curve_keeps_the_peak() -> None:
     v = np.sin(ms) + (ms == ms[54321]) * 10
     x, y = step_points(ms, v, 0, 100, px=0.5)
     assert len(x) < 2000 and y.max() == v.max()
+
+
+def _grid_rows():
+    from lumos_core.sweep.point import OK, OUT_OF_MEMORY, GridRow
+
+    return [
+        GridRow(
+            {"tp": 1},
+            1,
+            OUT_OF_MEMORY,
+            iteration_us=50_000.0,
+            note="out of memory: predicted peak 900.0 GiB per GPU > H100 79.2 GiB",
+            peak_memory_bytes=900 << 30,
+            capacity_bytes=85_028_372_480,
+        ),
+        GridRow(
+            {"tp": 2}, 2, OK, iteration_us=80_000.0, peak_memory_bytes=60 << 30, capacity_bytes=85_028_372_480
+        ),
+        GridRow(
+            {"tp": 4}, 4, OK, iteration_us=45_000.0, peak_memory_bytes=30 << 30, capacity_bytes=85_028_372_480
+        ),
+    ]
+
+
+def test_sweep_table_greys_out_what_does_not_fit_and_says_why(qtbot) -> None:
+    from PySide6.QtCore import Qt
+
+    from app.panels.table_model import MUTED_ROW
+    from app.sweep.grid_views import grid_table
+    from app.sweep.pareto_chart import ParetoChart
+
+    pane = grid_table()
+    qtbot.addWidget(pane)
+    pane.model.set_rows(_grid_rows())
+    problem = [c.header for c in pane.model.columns].index("problem")
+    assert pane.model.data(pane.model.index(0, problem)).startswith("out of memory")
+    assert pane.model.data(pane.model.index(0, 0), Qt.ItemDataRole.ForegroundRole).name() == MUTED_ROW.lower()
+    assert pane.model.data(pane.model.index(1, 0), Qt.ItemDataRole.ForegroundRole) is None
+    chart = ParetoChart()
+    qtbot.addWidget(chart)
+    chart.set_rows(_grid_rows())
+    assert chart.front == [1, 2]
+    dots = chart.items[0]
+    assert [p.symbol() for p in dots.points()] == ["x", "o", "o"]
+
+
+def test_what_if_headline_shows_memory_red_when_it_does_not_fit() -> None:
+    from types import SimpleNamespace
+
+    from app.whatif.prediction_pane import OUT_OF_MEMORY_COLOR, memory_html
+
+    mem = {"peak_bytes": 900 << 30, "capacity_bytes": 80 << 30, "fits": False, "gpu": "H100", "peak_stage": 0}
+    text = memory_html(SimpleNamespace(estimate_json={"memory": mem}))
+    assert OUT_OF_MEMORY_COLOR in text and "does not fit" in text and "900.0 GiB" in text
+    ok = memory_html(SimpleNamespace(estimate_json={"memory": {**mem, "peak_bytes": 40 << 30, "fits": True}}))
+    assert OUT_OF_MEMORY_COLOR not in ok and "fits" in ok

@@ -11,6 +11,7 @@ from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelInd
 from PySide6.QtGui import QColor
 
 SORT_ROLE = Qt.ItemDataRole.UserRole + 1
+MUTED_ROW = "#9CA3AF"
 
 Index = QModelIndex | QPersistentModelIndex
 
@@ -30,6 +31,8 @@ class RowsModel(QAbstractTableModel):
         super().__init__()
         self.columns = columns
         self.rows: list[Any] = list(rows)
+        # rows for which this is true are drawn greyed out (e.g. configurations that do not fit)
+        self.muted: Callable[[Any], bool] | None = None
 
     def set_rows(self, rows: Sequence[Any]) -> None:
         self.beginResetModel()
@@ -60,6 +63,8 @@ class RowsModel(QAbstractTableModel):
             return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         if role == Qt.ItemDataRole.DecorationRole and col.color is not None:
             return col.color(row)
+        if role == Qt.ItemDataRole.ForegroundRole and self.muted is not None and self.muted(row):
+            return QColor(MUTED_ROW)
         return None
 
     def headerData(

@@ -28,7 +28,7 @@ from PySide6.QtWidgets import (
 
 from app.panels.summary_panes import TablePane
 from app.panels.table_model import Column
-from app.sweep.pareto_chart import ParetoChart
+from app.sweep.pareto_chart import OUT_OF_MEMORY_COLOR, ParetoChart
 from app.sweep.sweep_view import SweepChart
 from app.theme import Theme
 from lumos_core.sweep.grid import Grid
@@ -49,8 +49,9 @@ def _bd_ms(row: GridRow, part: str) -> float:
 
 
 def grid_table() -> TablePane:
-    """The table of a grid's rows (one column per number the sweep learns)."""
-    return TablePane(
+    """The table of a grid's rows (one column per number the sweep learns). Rows that were skipped
+    or do not fit in GPU memory are greyed out; the problem column says why."""
+    pane = TablePane(
         "sweep",
         [
             Column("configuration", lambda r: r.key),
@@ -72,10 +73,19 @@ def grid_table() -> TablePane:
                 lambda v: "" if math.isnan(v) else f"{v:,.0f}",
                 numeric=True,
             ),
+            Column(
+                "memory (GiB)",
+                lambda r: r.peak_memory_bytes / 2**30 if r.peak_memory_bytes >= 0 else math.nan,
+                lambda v: "" if math.isnan(v) else f"{v:,.1f}",
+                "predicted peak memory per GPU",
+                True,
+            ),
             Column("problem", lambda r: "" if r.ok else r.note),
         ],
         GridRow,
     )
+    pane.model.muted = lambda r: not r.ok
+    return pane
 
 
 class GridViews:
@@ -265,6 +275,12 @@ class GridViews:
             self.picked.setText(
                 f"<b>{html.escape(row.key)}</b>: {row.iteration_us / 1000:.3f} ms on {row.world_size} GPUs "
                 f"({row.change_pct:+.1f} % vs the replayed baseline)"
+            )
+        elif row.estimated:  # estimated, but does not fit in memory: no answer
+            self.picked.setText(
+                f"<b>{html.escape(row.key)}</b>: <span style='color:{OUT_OF_MEMORY_COLOR}'>"
+                f"{html.escape(row.note)}</span> (predicted {row.iteration_us / 1000:.3f} ms on "
+                f"{row.world_size} GPUs; not a candidate)"
             )
         else:
             self.picked.setText(f"<b>{html.escape(row.key)}</b>: skipped — {html.escape(row.note)}")

@@ -1,6 +1,7 @@
 """Pareto view of a grid sweep: predicted iteration time against GPUs, every estimated configuration
 a dot, the configurations that nothing beats on both (:func:`lumos_core.sweep.results.pareto_front`)
-joined by a line. Click a dot to pick its configuration."""
+joined by a line. Configurations predicted not to fit in GPU memory are drawn as grey crosses, with
+the reason in their tooltip: they are never on the front. Click a dot to pick its configuration."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ from lumos_core.sweep.point import GridRow
 from lumos_core.sweep.results import pareto_front
 
 FRONT_COLOR = "#E15759"
+OUT_OF_MEMORY_COLOR = "#DC2626"
+OOM_MARK = "#9CA3AF"
 
 
 class ParetoChart(pg.PlotWidget):
@@ -43,7 +46,7 @@ class ParetoChart(pg.PlotWidget):
         self.items = []
         self.rows = list(rows)
         self.front = pareto_front(self.rows)
-        ok = [i for i, r in enumerate(self.rows) if r.ok]
+        ok = [i for i, r in enumerate(self.rows) if r.estimated]  # with numbers, fitting or not
         on_front = set(self.front)
         if not ok:
             return
@@ -56,10 +59,17 @@ class ParetoChart(pg.PlotWidget):
             data=ok,
             size=8,
             brush=[pg.mkBrush(FRONT_COLOR if i in on_front else self._muted) for i in ok],
+            symbol=["o" if self.rows[i].ok else "x" for i in ok],
             pen=pg.mkPen(None),
             hoverable=True,
-            tip=lambda x, y, data: f"{self.rows[data].key}\n{y:.3f} ms on {2**x:.0f} GPUs",
+            tip=lambda x, y, data: (
+                f"{self.rows[data].key}\n{y:.3f} ms on {2**x:.0f} GPUs"
+                + ("" if self.rows[data].ok else f"\n{self.rows[data].note}: not a candidate")
+            ),
         )
+        for k, i in enumerate(ok):
+            if not self.rows[i].ok:
+                dots.points()[k].setBrush(pg.mkBrush(OOM_MARK))
         dots.sigClicked.connect(self._on_clicked)
         self.addItem(dots)
         self.items.append(dots)

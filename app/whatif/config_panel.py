@@ -32,7 +32,7 @@ from PySide6.QtWidgets import (
 
 from lumos_core.errors import LumosError
 from lumos_core.perf.hardware import get_gpu, known_gpu_names
-from lumos_core.whatif.config import Baseline, problems
+from lumos_core.whatif.config import RECOMPUTE_MODES, Baseline, problems
 from lumos_core.whatif.knobs import INT_KNOBS, OVERRIDABLE, coerce_value
 from lumos_core.whatif.schedules import SCHEDULES
 
@@ -66,7 +66,25 @@ GROUPS: list[tuple[str, list[tuple[str, str, str]]]] = [
             ("network_gbps", "Network GB/s", "per-GPU inter-node bandwidth"),
         ],
     ),
+    (
+        "Memory",
+        [
+            ("recompute", "Recompute", "activation recomputation: none, selective (attention core), full"),
+            (
+                "zero",
+                "ZeRO stage",
+                "distributed optimizer: 1 shards optimizer states over DP, 2 + grads, 3 + weights",
+            ),
+        ],
+    ),
 ]
+# Knobs chosen from a list: the what-if editor is a combo box of these values.
+CHOICES: dict[str, list[Any]] = {
+    "schedule": list(SCHEDULES),
+    "gpu": known_gpu_names(),
+    "recompute": list(RECOMPUTE_MODES),
+    "zero": [0, 1, 2, 3],
+}
 
 # how a baseline value was found -> (tag, colour)
 PROVENANCE = {
@@ -208,11 +226,11 @@ class ConfigPanel(QWidget):
             grid.addWidget(cell, row, 1)
             grid.addWidget(tag, row, 2)
             editor: QLineEdit | QComboBox
-            if knob in ("schedule", "gpu"):
+            if knob in CHOICES:
                 editor = QComboBox()
                 editor.addItem(SAME, None)
-                for v in SCHEDULES if knob == "schedule" else known_gpu_names():
-                    editor.addItem(v, v)
+                for v in CHOICES[knob]:
+                    editor.addItem(str(v), v)
                 editor.currentIndexChanged.connect(self.validate)
             else:
                 editor = QLineEdit()
@@ -282,6 +300,8 @@ class ConfigPanel(QWidget):
             return bw / 1e9, "inferred", f"{gpu.name} profile default"
         if knob == "schedule":
             return b.config.schedule, "guess", "assumed: the trace does not name its pipeline schedule"
+        if knob in ("recompute", "zero"):
+            return getattr(b.config, knob), "guess", "assumed: the trace does not record it"
         f = b.fields.get(knob)
         value = getattr(b.config, knob)
         if f is None:

@@ -232,5 +232,25 @@ def headline_html(s: ScenarioSummary) -> str:
     return (
         f"<b>{name}</b> ({ranks}): predicted <b>{pred:.3f} ms</b> per iteration, "
         f"<b>{s.change_pct:+.1f} %</b> vs the replayed baseline ({s.replayed.iteration_us / 1000:.3f} ms); "
-        f"measured {meas:.3f} ms."
+        f"measured {meas:.3f} ms." + memory_html(s)
+    )
+
+
+OUT_OF_MEMORY_COLOR = "#DC2626"
+
+
+def memory_html(s: ScenarioSummary) -> str:
+    """ " Memory: peak 41.6 GiB per GPU of 80.0 GiB (A100): fits." - red when it does not fit."""
+    mem = (s.estimate_json or {}).get("memory")
+    if not mem:
+        return ""
+    peak, cap = mem["peak_bytes"] / 2**30, mem["capacity_bytes"] / 2**30
+    text = (
+        f"predicted peak memory <b>{peak:,.1f} GiB</b> per GPU of {cap:,.1f} GiB ({html.escape(mem['gpu'])})"
+    )
+    if mem["fits"]:
+        return f"<br>Memory: {text}: fits."
+    return (
+        f"<br><span style='color:{OUT_OF_MEMORY_COLOR}'>Memory: {text}: <b>does not fit</b> "
+        f"(out of memory on stage {mem['peak_stage']}).</span>"
     )
