@@ -84,6 +84,27 @@ class TraceBuilder:
         )
         return corr
 
+    def graph_launch(
+        self, ts: float, dur: float, kernels: list[tuple[str, float, float, int]], tid: int = 1
+    ) -> int:
+        """One ``cudaGraphLaunch`` releasing ``kernels`` = [(name, ts, dur, stream)]: every kernel
+        carries the launch's correlation id, as CUPTI records a graph's kernels."""
+        corr = self.runtime("cudaGraphLaunch", ts, dur, tid=tid)
+        for name, kts, kdur, stream in kernels:
+            self.events.append(
+                {
+                    "ph": "X",
+                    "cat": "kernel",
+                    "name": name,
+                    "pid": 0,
+                    "tid": stream,
+                    "ts": kts,
+                    "dur": kdur,
+                    "args": {"device": 0, "stream": stream, "correlation": corr, "graph node id": 1},
+                }
+            )
+        return corr
+
     def sync_event(self, kind: str, ts: float, stream: int, corr: int, **extra: Any) -> None:
         self.events.append(
             {

@@ -19,6 +19,7 @@ from PySide6.QtWidgets import QTextBrowser, QWidget
 from app.loaded_job import LoadedJob
 from app.theme import LIGHT, Theme
 from app.timeline.span_item import format_duration_ms
+from lumos_core.trace.graph_launches import graph_launch_number
 from lumos_core.trace.kernel_families import Family
 from lumos_core.trace.model import GPU_ACTIVITY_KINDS, CollectiveKind, Kind
 
@@ -96,7 +97,12 @@ def describe_event(loaded: LoadedJob, rank_index: int, event: int) -> EventDetai
     if kind in GPU_ACTIVITY_KINDS:
         launch = int(t.launch[event])
         if launch >= 0:
-            details.sections.append(("Launched by", _launch_section(loaded, rank_index, launch)))
+            rows = _launch_section(loaded, rank_index, launch)
+            number = int(graph_launch_number(t)[event])
+            if number > 0:
+                released = int(np.count_nonzero(t.launch == launch))
+                rows.insert(0, ("CUDA graph", f"launched by graph launch #{number} ({released} GPU tasks)"))
+            details.sections.append(("Launched by", rows))
         else:
             details.sections.append(("Launched by", [("Launch call", "not recorded in the trace")]))
     elif kind == Kind.RUNTIME:

@@ -24,6 +24,8 @@ Dependencies (:class:`EdgeKind`)
     ``LAUNCH_QUEUE``    GPU -> CPU: a launch call cannot return while the device already holds its
                         limit of launched-but-not-started work (~1024 entries): when the GPU falls
                         behind, the CPU is throttled
+    ``GRAPH``           GPU -> GPU inside one CUDA graph launch: a graph kernel that waited for the
+                        graph's kernel on another stream (graph edges are not in the trace)
 
 Each family is inferred by one module of :mod:`lumos_core.graph.edges`; :mod:`lumos_core.graph.build`
 assembles the graph, :mod:`~lumos_core.graph.calibrate` fits the lags, :mod:`~lumos_core.graph.order`
@@ -52,6 +54,7 @@ class EdgeKind(IntEnum):
     COLLECTIVE = 6
     P2P = 7
     LAUNCH_QUEUE = 8
+    GRAPH = 9
 
     @property
     def label(self) -> str:
@@ -68,6 +71,7 @@ _EDGE_LABELS = {
     EdgeKind.COLLECTIVE: "rank<->rank collective",
     EdgeKind.P2P: "rank<->rank send/recv",
     EdgeKind.LAUNCH_QUEUE: "GPU->CPU launch queue full",
+    EdgeKind.GRAPH: "GPU->GPU inside a CUDA graph",
 }
 
 

@@ -33,7 +33,7 @@ NEVER = -(1 << 60)  # a lag that can never bind: the dependency is ignored
 # Dependencies inferred from timing (which task of another thread or stream a task waited for); the
 # others follow from program order, correlation ids and collective instances.
 _SIMILAR = 0.01  # iterations whose share of k's tasks with a twin is this close to the best one
-_INFERRED = np.asarray([EdgeKind.CPU_CROSS, EdgeKind.EVENT_WAIT], np.int8)
+_INFERRED = np.asarray([EdgeKind.CPU_CROSS, EdgeKind.EVENT_WAIT, EdgeKind.GRAPH], np.int8)
 
 
 @dataclass

@@ -9,7 +9,7 @@ whatever remains is delay no dependency explains. Causes:
                  stream's own few-µs overhead between queued kernels)
 ``sync``         the part of a launch wait during which the launching thread was blocked in a
                  synchronize or blocking copy (the CPU was waiting for the GPU, so the GPU idled)
-``event``        waiting for another stream (cudaStreamWaitEvent)
+``event``        waiting for another stream (cudaStreamWaitEvent, or a CUDA graph's own order)
 ``peer``         waiting for another stream's collective that itself waited for peer ranks
 ``unexplained``  later than every dependency allows: another process on the GPU, throttling,
                  profiler flushes
@@ -213,7 +213,12 @@ def _binding(graph: ExecutionGraph) -> tuple[list[str], np.ndarray, np.ndarray]:
     binding_src[dst[best]] = src[best]
     kind = np.full(n, -1, np.int64)
     kind[dst[best]] = graph.sp_kind[best]
-    names = {int(EdgeKind.EVENT_WAIT): "event", int(EdgeKind.COLLECTIVE): "peer", int(EdgeKind.P2P): "peer"}
+    names = {
+        int(EdgeKind.EVENT_WAIT): "event",
+        int(EdgeKind.GRAPH): "event",
+        int(EdgeKind.COLLECTIVE): "peer",
+        int(EdgeKind.P2P): "peer",
+    }
     cause = [names.get(int(k), "host") for k in kind.tolist()]
     return cause, until, binding_src
 

@@ -18,6 +18,7 @@ from lumos_core.graph.edges.collectives import collective_joins
 from lumos_core.graph.edges.cross_thread import add_cross_thread
 from lumos_core.graph.edges.edge_list import EdgeList, RankContext
 from lumos_core.graph.edges.event_wait import add_event_waits
+from lumos_core.graph.edges.graph_launch import add_graph_order
 from lumos_core.graph.edges.launch import add_launches, typical_launch_latency
 from lumos_core.graph.edges.launch_queue import add_launch_queue
 from lumos_core.graph.edges.program_order import add_program_order
@@ -32,6 +33,7 @@ RANK_RULES: tuple[RankRule, ...] = (
     add_syncs,  # SYNC (end dependencies)
     add_launch_queue,  # LAUNCH_QUEUE (end dependencies)
     add_event_waits,  # EVENT_WAIT
+    add_graph_order,  # GRAPH (kernels of one CUDA graph launch across streams)
 )
 
 __all__ = [
