@@ -112,10 +112,11 @@ class LaneLayout:
                     add(Row(RowKind.GPU, ri, ln, d, text, [(ln, d)]))
             if len(rank.memory) and self.only_layer in (None, 0):  # measured records only
                 gpu = bool((rank.memory.device_type == 1).any())
+                top = max(int(rank.memory.allocated.max()), int(rank.memory.reserved.max()))
                 texts = [
                     f"rank {rank.rank} ▸ memory ({'GPU' if gpu else 'CPU'})",
-                    "allocated (filled)",
-                    "reserved (dashed)" if gpu else "",
+                    "allocated (filled)" + (", reserved (dashed)" if gpu else ""),
+                    f"scale 0 - {top / 2**20:,.1f} MiB",
                 ]
                 for d in range(MEMORY_ROWS):
                     rows.append(

@@ -5,7 +5,7 @@ Drawn from the profiler's memory records (``rank.memory``) into the rows of kind
 :data:`~app.timeline.lane_layout.MEMORY_ROWS` rows per rank). The curve is a step function (a
 total holds until the next record); zoomed out, many records fall into one pixel and the pixel
 shows their maximum, so a peak is never lost to downsampling. The scale is per rank: 0 at the
-band's bottom, the rank's highest total at its top.
+band's bottom, the rank's highest total at its top (the row labels say it).
 """
 
 from __future__ import annotations
@@ -199,10 +199,4 @@ class MemoryLaneItem(pg.GraphicsObject):
                 p.drawText(
                     QRectF(x_text, top - 2, w, fm.height()), int(Qt.AlignmentFlag.AlignLeft), curve.label
                 )
-            p.setPen(QColor(self.theme.muted))
-            p.drawText(
-                QRectF(lo * sx + ox + 4, top - 2, 200, fm.height()),
-                int(Qt.AlignmentFlag.AlignLeft),
-                f"scale 0 - {format_bytes(curve.top / 1.08)}",
-            )
         p.restore()
