@@ -428,8 +428,8 @@ def test_a_sweep_over_dp_draws_iteration_time_and_breakdown(win, qtbot) -> None:
     with qtbot.waitSignal(wb.runner.sweep_ready, timeout=60_000):
         sv.run_button.click()
     wait_idle(win)
-    points = sv.outcome.points
-    assert [p.value for p in points] == [8, 16] and all(p.ok for p in points)
+    points = sv.outcome.rows
+    assert [p.changes["dp"] for p in points] == [8, 16] and all(p.ok for p in points)
     assert points[1].iteration_us == s.summary.iteration_us
     assert points[0].change_pct == pytest.approx(0.0, abs=1e-9)
     assert sv.table.model.rowCount() == 2

@@ -12,7 +12,8 @@ import pytest
 from lumos_core.errors import ConfigError
 from lumos_core.graph.build import build_graph
 from lumos_core.replay.run import replay
-from lumos_core.sweep.one_knob import default_values, parse_values, sweep, sweep_rows
+from lumos_core.sweep.grid import default_values, parse_values
+from lumos_core.sweep.run import run_axis
 from lumos_core.synth.demo import demo_job_path
 from lumos_core.trace.loader import load_job
 from lumos_core.trace.model import Kind
@@ -182,15 +183,15 @@ def test_compare_lists_iteration_breakdown_and_collective_deltas(demo) -> None:
 
 def test_sweep_points_equal_single_estimates_and_keep_bad_values(demo) -> None:
     job, baseline, graph = demo
-    points = sweep(job, "dp", [2, 4], baseline=baseline, graph=graph)
+    points = run_axis(job, "dp", [2, 4], baseline=baseline, graph=graph).rows
     single = estimate(job, {"dp": 4}, baseline=baseline, graph=graph)
-    assert [p.value for p in points] == [2, 4] and all(p.ok for p in points)
+    assert [p.changes["dp"] for p in points] == [2, 4] and all(p.ok for p in points)
     assert points[1].iteration_us == single.predicted.iteration_us
     assert points[0].change_pct == pytest.approx(0.0, abs=1e-9)
-    bad = sweep(job, "pp", [3], baseline=baseline, graph=graph)
-    assert not bad[0].ok and "8 layers do not divide into 3" in bad[0].error
-    rows = sweep_rows(points + bad)
-    assert rows[0].gpus == 8 and math.isnan(rows[-1].iteration_ms)
+    bad = run_axis(job, "pp", [3], baseline=baseline, graph=graph).rows
+    assert not bad[0].ok and "8 layers do not divide into 3" in bad[0].note
+    rows = points + bad
+    assert rows[0].world_size == 8 and math.isnan(rows[-1].iteration_us)
 
 
 def test_sweep_values() -> None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import html
 import itertools
-import math
 from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import Qt
@@ -29,61 +28,20 @@ from PySide6.QtWidgets import (
 from app.panels.summary_panes import TablePane
 from app.panels.table_model import Column
 from app.sweep.pareto_chart import OUT_OF_MEMORY_COLOR, ParetoChart
-from app.sweep.sweep_view import SweepChart
+from app.sweep.sweep_view import SweepChart, row_columns
 from app.theme import Theme
 from lumos_core.sweep.grid import Grid
-from lumos_core.sweep.one_knob import SweepPoint
 from lumos_core.sweep.point import GridRow, point_key
 from lumos_core.whatif.knobs import format_changes
 
 VS_KNOB, PARETO = "knob", "pareto"
 
 
-def _ms(v: float) -> str:
-    return "" if math.isnan(v) else f"{v:,.3f}"
-
-
-def _bd_ms(row: GridRow, part: str) -> float:
-    b = row.breakdown
-    return math.nan if b is None else getattr(b, part) / 1e6
-
-
 def grid_table() -> TablePane:
     """The table of a grid's rows (one column per number the sweep learns). Rows that were skipped
     or do not fit in GPU memory are greyed out; the problem column says why."""
-    pane = TablePane(
-        "sweep",
-        [
-            Column("configuration", lambda r: r.key),
-            Column("GPUs", lambda r: r.world_size, numeric=True),
-            Column("iteration (ms)", lambda r: r.iteration_us / 1000, _ms, numeric=True),
-            Column("compute", lambda r: _bd_ms(r, "exposed_compute_ns"), _ms, "exposed compute (ms)", True),
-            Column("overlapped", lambda r: _bd_ms(r, "overlapped_ns"), _ms, numeric=True),
-            Column("comm", lambda r: _bd_ms(r, "exposed_comm_ns"), _ms, "exposed communication (ms)", True),
-            Column("idle", lambda r: _bd_ms(r, "other_ns"), _ms, numeric=True),
-            Column(
-                "vs baseline",
-                lambda r: r.change_pct,
-                lambda v: "" if math.isnan(v) else f"{v:+.1f} %",
-                numeric=True,
-            ),
-            Column(
-                "tokens/s/GPU",
-                lambda r: r.tokens_per_s_per_gpu,
-                lambda v: "" if math.isnan(v) else f"{v:,.0f}",
-                numeric=True,
-            ),
-            Column(
-                "memory (GiB)",
-                lambda r: r.peak_memory_bytes / 2**30 if r.peak_memory_bytes >= 0 else math.nan,
-                lambda v: "" if math.isnan(v) else f"{v:,.1f}",
-                "predicted peak memory per GPU",
-                True,
-            ),
-            Column("problem", lambda r: "" if r.ok else r.note),
-        ],
-        GridRow,
-    )
+    first = Column("configuration", lambda r: r.key)
+    pane = TablePane("sweep", row_columns(first, tokens=True, memory=True), GridRow)
     pane.model.muted = lambda r: not r.ok
     return pane
 
@@ -236,7 +194,7 @@ class GridViews:
                 )
             else:
                 self.chart_note.setText("")
-            self.knob_chart.set_points(x, [_as_point(x, r) for r in rows])
+            self.knob_chart.set_rows(x, rows)
         self.show_selection()
 
     def _on_knob_chart_clicked(self, ev: Any) -> None:
@@ -284,16 +242,3 @@ class GridViews:
             )
         else:
             self.picked.setText(f"<b>{html.escape(row.key)}</b>: skipped — {html.escape(row.note)}")
-
-
-def _as_point(knob: str, row: GridRow) -> SweepPoint:
-    """A grid row as a point of the one-knob sweep chart (which this dialog reuses)."""
-    return SweepPoint(
-        knob,
-        row.changes.get(knob),
-        row.world_size,
-        row.iteration_us if row.ok else math.nan,
-        row.breakdown,
-        row.change_pct,
-        "" if row.ok else row.note,
-    )

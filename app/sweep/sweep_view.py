@@ -1,8 +1,9 @@
 """Sweep one knob (e.g. DP 8 → 512): iteration time and breakdown per value, as a chart and a table.
 
-Each point is one ``estimate()`` (:func:`lumos_core.sweep.one_knob.sweep`), run in the background like any
-other request. Double-click a row to keep that value as a scenario (it is estimated again, with its
-predicted timeline).
+A one-knob sweep is a one-axis grid (:func:`lumos_core.sweep.run.run_axis`): each row is one
+``estimate()``, run in the background like any other request, and the rows save as ``lumos sweep``
+results. Double-click a row to keep that value as a scenario (it is estimated again, with its
+predicted timeline). :class:`SweepChart` also draws a slice of the Sweep dialog's grids.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (
     QComboBox,
+    QFileDialog,
     QHBoxLayout,
     QLabel,
     QLineEdit,
@@ -31,7 +33,9 @@ from app.panels.table_model import Column
 from app.theme import LIGHT, Theme
 from app.whatif.runner import SweepOutcome
 from lumos_core.errors import LumosError
-from lumos_core.sweep.one_knob import SweepPoint, SweepRow, default_values, parse_values, sweep_rows
+from lumos_core.sweep.grid import default_values, parse_values
+from lumos_core.sweep.point import GridRow
+from lumos_core.sweep.results import ResultsFile
 from lumos_core.whatif.config import KNOBS, Baseline
 
 SWEEP_KNOBS = [k for k in KNOBS if k != "schedule"]
@@ -54,7 +58,9 @@ class SweepChart(pg.PlotWidget):
         self.getAxis("left").enableAutoSIPrefix(False)
         self.apply_theme(theme)
 
-    def set_points(self, knob: str, points: list[SweepPoint]) -> None:
+    def set_rows(self, knob: str, rows: list[GridRow]) -> None:
+        """One bar stack per row, in order, labelled with its value of ``knob``."""
+        points = rows
         for item in self.items:
             self.removeItem(item)
         self.items = []
@@ -62,7 +68,7 @@ class SweepChart(pg.PlotWidget):
         if not points:
             return
         x = np.arange(len(points), dtype=float)
-        ok = [p.breakdown is not None for p in points]
+        ok = [p.ok and p.breakdown is not None for p in points]  # no answer: skipped or out of memory
         parts = (
             np.asarray(
                 [
@@ -101,11 +107,11 @@ class SweepChart(pg.PlotWidget):
             label = pg.TextItem(text, color=self._fg, anchor=(0.5, 1.2))
             label.setPos(float(i), float(t[i]) if ok[i] else 0.0)
             if not ok[i]:
-                label.setToolTip(p.error)
+                label.setToolTip(p.note)
             self.addItem(label)
             self.items.append(label)
         self.getAxis("bottom").setTicks(
-            [[(float(i), f"{p.value}\n{p.world_size} GPUs") for i, p in enumerate(points)]]
+            [[(float(i), f"{p.changes.get(knob)}\n{p.world_size} GPUs") for i, p in enumerate(points)]]
         )
         top = np.nanmax(t) if np.isfinite(t).any() else 1.0
         self.setYRange(0, float(top) * 1.15, padding=0)
@@ -120,6 +126,45 @@ class SweepChart(pg.PlotWidget):
             ax.setTextPen(pg.mkPen(theme.foreground))
 
 
+def _bd_ms(row: GridRow, part: str) -> float:
+    b = row.breakdown
+    return math.nan if b is None else getattr(b, part) / 1e6
+
+
+def row_columns(first: Column, tokens: bool = False, memory: bool = False) -> list[Column]:
+    """Table columns of sweep rows: ``first`` (what names a row), then the numbers, then why a row
+    was skipped."""
+    pct = Column(
+        "vs baseline", lambda r: r.change_pct, lambda v: "" if math.isnan(v) else f"{v:+.1f} %", numeric=True
+    )
+    per_gpu = Column(
+        "tokens/s/GPU",
+        lambda r: r.tokens_per_s_per_gpu,
+        lambda v: "" if math.isnan(v) else f"{v:,.0f}",
+        numeric=True,
+    )
+    peak = Column(
+        "memory (GiB)",
+        lambda r: r.peak_memory_bytes / 2**30 if r.peak_memory_bytes >= 0 else math.nan,
+        lambda v: "" if math.isnan(v) else f"{v:,.1f}",
+        "predicted peak memory per GPU",
+        True,
+    )
+    return [
+        first,
+        Column("GPUs", lambda r: r.world_size, numeric=True),
+        Column("iteration (ms)", lambda r: r.iteration_us / 1000, _ms, numeric=True),
+        Column("compute", lambda r: _bd_ms(r, "exposed_compute_ns"), _ms, "exposed compute (ms)", True),
+        Column("overlapped", lambda r: _bd_ms(r, "overlapped_ns"), _ms, numeric=True),
+        Column("comm", lambda r: _bd_ms(r, "exposed_comm_ns"), _ms, "exposed communication (ms)", True),
+        Column("idle", lambda r: _bd_ms(r, "other_ns"), _ms, numeric=True),
+        pct,
+        *([per_gpu] if tokens else []),
+        *([peak] if memory else []),
+        Column("problem", lambda r: "" if r.ok else r.note),
+    ]
+
+
 class SweepView(QWidget):
     """See the module docstring."""
 
@@ -130,6 +175,7 @@ class SweepView(QWidget):
         super().__init__(parent)
         self.baseline: Baseline | None = None
         self.outcome: SweepOutcome | None = None
+        self.shown_knob = ""
         self.knob = QComboBox()
         for k in SWEEP_KNOBS:
             self.knob.addItem(k, k)
@@ -154,25 +200,14 @@ class SweepView(QWidget):
         legend += "&nbsp;&nbsp;— iteration time"
         self.legend = QLabel(legend)
         self.table = TablePane(
-            "sweep",
-            [
-                Column("value", lambda r: r.value),
-                Column("GPUs", lambda r: r.gpus, numeric=True),
-                Column("iteration (ms)", lambda r: r.iteration_ms, _ms, numeric=True),
-                Column("compute", lambda r: r.exposed_compute_ms, _ms, "exposed compute (ms)", True),
-                Column("overlapped", lambda r: r.overlapped_ms, _ms, numeric=True),
-                Column("comm", lambda r: r.exposed_comm_ms, _ms, "exposed communication (ms)", True),
-                Column("idle", lambda r: r.idle_ms, _ms, numeric=True),
-                Column(
-                    "vs baseline",
-                    lambda r: r.change_pct,
-                    lambda v: "" if math.isnan(v) else f"{v:+.1f} %",
-                    numeric=True,
-                ),
-                Column("problem", lambda r: r.error),
-            ],
-            SweepRow,
+            "sweep", row_columns(Column("value", lambda r: r.changes.get(self.shown_knob))), GridRow
         )
+        self.table.export_button.hide()  # the rows save as a results file (Save CSV)
+        self.save_button = QPushButton("Save CSV…")
+        self.save_button.setToolTip("The rows as a results file (as lumos sweep --out)")
+        self.save_button.clicked.connect(self.ask_save)
+        self.save_button.setEnabled(False)
+        top.addWidget(self.save_button)
         self.table.view.setSortingEnabled(False)
         self.table.view.doubleClicked.connect(self._on_double_click)
         self.table.view.setToolTip("Double-click a value to keep it as a scenario")
@@ -218,11 +253,13 @@ class SweepView(QWidget):
 
     def show_outcome(self, outcome: SweepOutcome) -> None:
         self.outcome = outcome
-        self.chart.set_points(outcome.knob, outcome.points)
-        self.table.set_rows(sweep_rows(outcome.points))
-        bad = sum(not p.ok for p in outcome.points)
+        self.shown_knob = outcome.knob
+        self.chart.set_rows(outcome.knob, outcome.rows)
+        self.table.set_rows(outcome.rows)
+        self.save_button.setEnabled(True)
+        bad = sum(not r.ok for r in outcome.rows)
         self.message.setText(
-            f"{outcome.knob}: {len(outcome.points)} values in {outcome.seconds:.1f} s"
+            f"{outcome.knob}: {len(outcome.rows)} values in {outcome.seconds:.1f} s"
             + (f"; {bad} could not be estimated (see the problem column)" if bad else "")
             + ". Double-click a row to keep it as a scenario."
         )
@@ -233,12 +270,24 @@ class SweepView(QWidget):
     def _on_double_click(self, index) -> None:  # type: ignore[no-untyped-def]
         if self.outcome is None:
             return
-        row = self.table.proxy.mapToSource(index).row()
-        p = self.outcome.points[row]
-        if p.ok:
-            self.keep_requested.emit(p.knob, p.value)
+        row = self.outcome.rows[self.table.proxy.mapToSource(index).row()]
+        if row.ok:
+            self.keep_requested.emit(self.outcome.knob, row.changes[self.outcome.knob])
+
+    def ask_save(self) -> None:
+        path, _ = QFileDialog.getSaveFileName(self, "Save the sweep's rows", "sweep.csv", "CSV (*.csv)")
+        if path:
+            self.save_csv(path)
+
+    def save_csv(self, path: str) -> None:
+        """The rows as ``lumos sweep --out`` writes them (so the CLI can resume from the file)."""
+        if self.outcome is None:
+            return
+        with ResultsFile(path, self.outcome.report.grid.columns, restart=True) as out:
+            for row in self.outcome.rows:
+                out.append(row)
 
     def apply_theme(self, theme: Theme) -> None:
         self.chart.apply_theme(theme)
         if self.outcome is not None:
-            self.chart.set_points(self.outcome.knob, self.outcome.points)
+            self.chart.set_rows(self.outcome.knob, self.outcome.rows)

@@ -35,7 +35,8 @@ from lumos_core.graph.build import build_graph
 from lumos_core.graph.model import ExecutionGraph
 from lumos_core.progress import Progress, scaled
 from lumos_core.replay.run import ReplayResult, replay
-from lumos_core.sweep.one_knob import SweepPoint, sweep
+from lumos_core.sweep.point import GridRow
+from lumos_core.sweep.run import SweepReport, run_axis
 from lumos_core.trace.model import Job
 from lumos_core.whatif.config import Baseline
 from lumos_core.whatif.estimate import EstimateResult, estimate
@@ -91,10 +92,16 @@ class Scenario:
 
 @dataclass
 class SweepOutcome:
+    """A finished one-knob sweep: the one-axis grid's report (one row per value, in order)."""
+
     knob: str
     values: list[Any]
-    points: list[SweepPoint]
+    report: SweepReport
     seconds: float
+
+    @property
+    def rows(self) -> list[GridRow]:
+        return self.report.rows
 
 
 class GraphCache:
@@ -167,10 +174,10 @@ def sweep_work(
     knob: str,
     values: list[Any],
     fixed: dict[str, Any],
-) -> Callable[..., list[SweepPoint]]:
-    def work(progress: Progress, _on_file: object) -> list[SweepPoint]:
+) -> Callable[..., SweepReport]:
+    def work(progress: Progress, _on_file: object) -> SweepReport:
         graph = cache.get(scaled(progress, 0.0, 0.15))
-        return sweep(
+        return run_axis(
             loaded.job,
             knob,
             values,
@@ -347,7 +354,7 @@ class WhatIfRunner(QObject):
         req = self._requests[token]
         seconds = time.perf_counter() - req.requested_at
         if req.kind == "sweep":
-            assert isinstance(payload, list)
+            assert isinstance(payload, SweepReport)
             self.sweep_ready.emit(SweepOutcome(req.knob, list(req.values), payload, seconds))
             return
         summary, result, overlay = payload  # type: ignore[misc]

@@ -1,4 +1,5 @@
-"""Where the configurations of a sweep are estimated: a local process pool, or a Ray cluster.
+"""Where the configurations of a sweep are estimated: a local process pool, or a Ray cluster (and,
+for a few points, :class:`InProcessEngine`: one after another in the calling thread).
 
 Both engines run the same task, :func:`lumos_core.sweep.point.estimate_point`, on the same data: the
 loaded job, its execution graph and the baseline (:class:`SweepContext`). That context is sent to
@@ -26,6 +27,7 @@ from typing import Any, Protocol
 
 from lumos_core.errors import LumosError
 from lumos_core.graph.model import ExecutionGraph
+from lumos_core.progress import Progress, no_progress, scaled
 from lumos_core.sweep.point import GridRow, estimate_point
 from lumos_core.trace.model import Job
 from lumos_core.whatif.config import Baseline
@@ -76,6 +78,32 @@ def process_start_method() -> str:
     if threading.active_count() == 1 and "fork" in methods:
         return "fork"
     return "forkserver" if "forkserver" in methods else "spawn"
+
+
+# ---------------------------------------------------------------------------------- in process
+
+
+class InProcessEngine:
+    """The configurations one after another in the calling thread: no worker to start, for a few
+    points (the app's one-knob sweep runs it on its own background thread). ``progress`` goes into
+    each estimate, so a cancel (it raising) stops inside a long one, not after it."""
+
+    name = "in-process"
+    workers = 1
+
+    def __init__(self, progress: Progress = no_progress) -> None:
+        self.progress = progress
+
+    def run(
+        self, context: SweepContext, points: list[dict[str, Any]], tick_s: float | None = None
+    ) -> Iterator[tuple[int, GridRow] | None]:
+        n = max(len(points), 1)
+        for i, changes in enumerate(points):
+            sub = scaled(self.progress, i / n, (i + 1) / n)
+            yield i, estimate_point(context.job, context.graph, context.baseline, changes, progress=sub)
+
+    def close(self) -> None:
+        """Nothing to release."""
 
 
 # ---------------------------------------------------------------------------------- process pool

@@ -3,9 +3,9 @@ combination (the Cartesian product, first knob slowest).
 
 Knob names are those of :data:`lumos_core.whatif.config.KNOBS` (``-`` may stand for ``_``); values are typed
 with :func:`lumos_core.whatif.knobs.coerce_value`, so ``dp=8.5`` or ``gpu=`` fail here, naming the knob,
-before anything runs. An integer knob also takes a range of powers of two, ``dp=8-512``, as the
-app's one-knob sweep does. Knob specs are separated by spaces or ``;``; a value list may contain
-spaces (``dp=8, 16``).
+before anything runs. An integer knob also takes a range of powers of two, ``dp=8-512``
+(:func:`parse_values`, :func:`default_values`). Knob specs are separated by spaces or ``;``; a value
+list may contain spaces (``dp=8, 16``). A one-knob sweep is a one-axis grid (:func:`axis_grid`).
 
 Whether a combination can be estimated is a separate question (:func:`invalid_reason`): the grid
 keeps every combination and the sweep records the invalid ones as skipped, with the reason.
@@ -127,6 +127,13 @@ def parse_grid(text: str, fixed: dict[str, Any] | None = None) -> Grid:
     if both:
         raise ConfigError(f"{', '.join(both)} both swept in the grid and fixed; give it in one place only")
     return Grid(knobs, fixed)
+
+
+def axis_grid(knob: str, values: list[Any], fixed: dict[str, Any] | None = None) -> Grid:
+    """A one-knob sweep as the grid it is: one axis, ``knob`` over ``values`` (typed, in the order
+    given), the ``fixed`` knobs held."""
+    typed = {k: coerce_value(k, v) for k, v in (fixed or {}).items() if v is not None and k != knob}
+    return Grid({knob: [coerce_value(knob, v) for v in values]}, typed)
 
 
 def invalid_reason(baseline: Baseline, changes: dict[str, Any]) -> str:

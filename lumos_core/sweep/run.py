@@ -1,5 +1,6 @@
 """Run a grid sweep: every configuration of a :class:`~lumos_core.sweep.grid.Grid`, estimated by an
 engine (:mod:`lumos_core.sweep.engines`), each finished row appended to the results file at once.
+A one-knob sweep is the one-axis case (:func:`run_axis`).
 
 Configurations already in the results file are not estimated again (resume); invalid ones become
 skipped rows without reaching a worker. ``progress`` sees the fraction of the configurations left
@@ -19,8 +20,8 @@ from typing import Any
 from lumos_core.graph.build import build_graph
 from lumos_core.graph.model import ExecutionGraph
 from lumos_core.progress import Progress, no_progress, scaled
-from lumos_core.sweep.engines import Engine, SweepContext
-from lumos_core.sweep.grid import Grid, invalid_reason
+from lumos_core.sweep.engines import Engine, InProcessEngine, SweepContext
+from lumos_core.sweep.grid import Grid, axis_grid, invalid_reason
 from lumos_core.sweep.point import GridRow, point_key, skipped_row
 from lumos_core.sweep.results import ResultsFile
 from lumos_core.trace.model import Job
@@ -122,3 +123,21 @@ def run_grid(
         engine=engine.name,
         workers=engine.workers,
     )
+
+
+def run_axis(
+    job: Job,
+    knob: str,
+    values: list[Any],
+    *,
+    fixed: dict[str, Any] | None = None,
+    baseline: Baseline | None = None,
+    graph: ExecutionGraph | None = None,
+    progress: Progress = no_progress,
+) -> SweepReport:
+    """Sweep one knob: the one-axis grid ``knob=values`` (``fixed`` held), estimated in this
+    thread one value after another (:class:`~lumos_core.sweep.engines.InProcessEngine`). Its rows
+    are those of ``lumos sweep --grid KNOB=VALUES`` and each is what ``lumos estimate --KNOB VALUE``
+    prints; a value that is not a valid configuration becomes a skipped row with the reason."""
+    grid = axis_grid(knob, values, fixed)
+    return run_grid(job, grid, InProcessEngine(progress), baseline=baseline, graph=graph, progress=progress)
