@@ -22,6 +22,7 @@ from PySide6.QtWidgets import QApplication
 from app.timeline.lane_layout import RowKind
 from app.timeline.timeline_view import PREDICTED, Hit
 from app.whatif.runner import Request, Scenario
+from lumos_core.sweep.results import ResultsFile
 from lumos_core.trace.model import Kind
 from lumos_core.whatif.export import first_events
 
@@ -436,6 +437,17 @@ def test_a_sweep_over_dp_draws_iteration_time_and_breakdown(win, qtbot) -> None:
     assert len(sv.chart.items) >= 5  # four breakdown stacks and the iteration-time line
     assert win.workspace.currentWidget() is sv
     win.workspace.setCurrentWidget(win.timeline_page)
+
+
+def test_the_sweep_tab_saves_its_rows_as_a_results_file_the_cli_reads(win, tmp_path) -> None:
+    sv = win.workbench.sweep
+    assert sv.outcome is not None and sv.save_button.isEnabled()
+    out = tmp_path / "sweep.csv"
+    sv.save_csv(str(out))
+    with ResultsFile(out, sv.outcome.report.grid.columns) as back:
+        assert sorted(back.done) == ["dp=16", "dp=8"]
+        for row in sv.outcome.rows:
+            assert back.done[row.key].iteration_us == pytest.approx(row.iteration_us, rel=1e-6)
 
 
 def test_the_runner_keeps_no_thread_behind(win) -> None:
