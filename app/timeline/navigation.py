@@ -19,7 +19,8 @@ from PySide6.QtWidgets import QScrollBar
 from app.timeline.canvas import ZOOM_STEP, LaneLabelAxis, TimelineCanvas, TimelineViewBox
 from app.timeline.hit import Hit
 from app.timeline.lane_layout import LaneLayout
-from app.timeline.span_item import IterationMark, OverlayItem, TimelineItem
+from app.timeline.layer import IterationMark
+from app.timeline.span_item import OverlayItem, TimelineItem
 
 ROW_PX = 20
 PAN_STEP = 0.15

@@ -4,7 +4,7 @@ Two shapes, chosen by what the engine returned:
 
 * *aligned*: the predicted ranks are the traced ranks with new times (replays; DP, TP, model-size
   and GPU what-ifs): same events, same lanes. Each is drawn in the rows of the traced rank it comes
-  from, so the overlay is a second :class:`~app.timeline.span_item.Layer` indexed like the measured one
+  from, so the overlay is a second :class:`~app.timeline.layer.Layer` indexed like the measured one
   (ghost, paired rows, or predicted only). When the predicted job has more ranks than were traced
   (DP 16 from 8), the simulated ranks stand for several; their headers say so ("rank 0 (= ranks
   0, 8)").
@@ -21,7 +21,7 @@ import numpy as np
 
 from app.loaded_job import LoadedJob
 from app.timeline.lane_data import RowTable, build_row_table, empty_table
-from app.timeline.span_item import IterationMark
+from app.timeline.layer import IterationMark
 from lumos_core.replay.breakdown import iteration_windows
 from lumos_core.trace.kernel_families import event_families
 from lumos_core.trace.model import RankTrace

@@ -21,9 +21,10 @@ from app.timeline.canvas import LaneLabelAxis, TimelineViewBox
 from app.timeline.hit import PREDICTED, Hit
 from app.timeline.lane_data import empty_table
 from app.timeline.lane_layout import LaneLayout
+from app.timeline.layer import IterationMark, Layer, LayerStyle
 from app.timeline.memory_lane import MemoryLaneItem
 from app.timeline.overlay_data import PredictedOverlay, measured_marks
-from app.timeline.span_item import IterationMark, Layer, LayerStyle, OverlayItem, TimelineItem
+from app.timeline.span_item import OverlayItem, TimelineItem
 
 OVERLAY_MODES: dict[str, str] = {
     "ghost": "Ghost: predicted outlined over measured",

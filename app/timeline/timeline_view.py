@@ -38,13 +38,14 @@ from app.timeline.canvas import (
 )
 from app.timeline.hit import MEASURED, PREDICTED, Hit
 from app.timeline.lane_layout import LaneLayout, RowKind
+from app.timeline.layer import Layer
 from app.timeline.memory_lane import MemoryLaneItem, curve_for
 from app.timeline.navigation import ROW_PX, TimelineNavigation
 from app.timeline.overlay_data import measured_marks
 from app.timeline.prediction_layers import GHOST_COLOR, OVERLAY_MODES, PredictionLayers
 from app.timeline.search import TimelineSearch
 from app.timeline.selection import TimelineSelection
-from app.timeline.span_item import Layer, OverlayItem, TimelineItem
+from app.timeline.span_item import OverlayItem, TimelineItem
 
 __all__ = [
     "GHOST_COLOR",

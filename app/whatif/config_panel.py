@@ -15,11 +15,8 @@ import html
 from typing import Any
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QDoubleValidator, QIntValidator
 from PySide6.QtWidgets import (
     QComboBox,
-    QGridLayout,
-    QGroupBox,
     QHBoxLayout,
     QLabel,
     QLineEdit,
@@ -30,11 +27,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.whatif.knob_group import SAME, KnobGroup, traced_value
 from lumos_core.errors import LumosError
-from lumos_core.perf.hardware import get_gpu, known_gpu_names
-from lumos_core.whatif.config import RECOMPUTE_MODES, Baseline, problems
-from lumos_core.whatif.knobs import INT_KNOBS, OVERRIDABLE, coerce_value
-from lumos_core.whatif.schedules import SCHEDULES
+from lumos_core.whatif.config import Baseline, problems
+from lumos_core.whatif.knobs import coerce_value
 
 GROUPS: list[tuple[str, list[tuple[str, str, str]]]] = [
     (
@@ -78,13 +74,6 @@ GROUPS: list[tuple[str, list[tuple[str, str, str]]]] = [
         ],
     ),
 ]
-# Knobs chosen from a list: the what-if editor is a combo box of these values.
-CHOICES: dict[str, list[Any]] = {
-    "schedule": list(SCHEDULES),
-    "gpu": known_gpu_names(),
-    "recompute": list(RECOMPUTE_MODES),
-    "zero": [0, 1, 2, 3],
-}
 
 # how a baseline value was found -> (tag, colour)
 PROVENANCE = {
@@ -94,7 +83,6 @@ PROVENANCE = {
     "unknown": ("unknown", "#6B7280"),
     "given": ("given", "#6D28D9"),
 }
-SAME = "(as traced)"
 
 
 class ConfigPanel(QWidget):
@@ -121,7 +109,14 @@ class ConfigPanel(QWidget):
         self.intro.setWordWrap(True)
         lay.addWidget(self.intro)
         for title, knobs in GROUPS:
-            lay.addWidget(self._group(title, knobs))
+            group = KnobGroup(title, knobs)
+            self.trace_cells.update(group.trace_cells)
+            self.tags.update(group.tags)
+            self.editors.update(group.editors)
+            group.override_edited.connect(self._on_override_edited)
+            group.edited.connect(self.validate)
+            group.submitted.connect(self.request_estimate)
+            lay.addWidget(group)
         self.name_edit = QLineEdit()
         self.name_edit.setPlaceholderText("scenario name (automatic)")
         self.name_edit.setClearButtonEnabled(True)
@@ -199,57 +194,6 @@ class ConfigPanel(QWidget):
         row.addStretch(1)
         self._extra_actions.addLayout(row)
 
-    def _group(self, title: str, knobs: list[tuple[str, str, str]]) -> QGroupBox:
-        box = QGroupBox(title)
-        grid = QGridLayout(box)
-        grid.setContentsMargins(6, 4, 6, 4)
-        grid.setHorizontalSpacing(6)
-        grid.setVerticalSpacing(3)
-        head_trace = QLabel("<small>in the trace</small>")
-        head_what = QLabel("<small>what if</small>")
-        grid.addWidget(head_trace, 0, 1, 1, 2)
-        grid.addWidget(head_what, 0, 3)
-        for row, (knob, label, tip) in enumerate(knobs, start=1):
-            name = QLabel(label)
-            name.setToolTip(tip)
-            grid.addWidget(name, row, 0)
-            if knob in OVERRIDABLE:
-                cell: QLineEdit | QLabel = QLineEdit()
-                cell.setValidator(QIntValidator(1, 10**9, cell))
-                cell.setMaximumWidth(70)
-                cell.editingFinished.connect(self._on_override_edited)
-            else:
-                cell = QLabel()
-            tag = QLabel()
-            self.trace_cells[knob] = cell
-            self.tags[knob] = tag
-            grid.addWidget(cell, row, 1)
-            grid.addWidget(tag, row, 2)
-            editor: QLineEdit | QComboBox
-            if knob in CHOICES:
-                editor = QComboBox()
-                editor.addItem(SAME, None)
-                for v in CHOICES[knob]:
-                    editor.addItem(str(v), v)
-                editor.currentIndexChanged.connect(self.validate)
-            else:
-                editor = QLineEdit()
-                if knob in INT_KNOBS:
-                    editor.setValidator(QIntValidator(1, 10**9, editor))
-                else:
-                    v = QDoubleValidator(0.001, 1e6, 3, editor)
-                    v.setNotation(QDoubleValidator.Notation.StandardNotation)
-                    editor.setValidator(v)
-                editor.setClearButtonEnabled(True)
-                editor.textChanged.connect(self.validate)
-                editor.returnPressed.connect(self.request_estimate)
-            editor.setToolTip(tip)
-            editor.setMinimumWidth(90)
-            self.editors[knob] = editor
-            grid.addWidget(editor, row, 3)
-        grid.setColumnStretch(3, 1)
-        return box
-
     # ---- baseline
     def set_baseline(self, baseline: Baseline | None, error: str = "") -> None:
         """Show what the trace says (keeps the what-if fields: they still apply)."""
@@ -257,7 +201,7 @@ class ConfigPanel(QWidget):
         self._filling = True
         try:
             for knob, cell in self.trace_cells.items():
-                value, conf, how = self._traced(knob)
+                value, conf, how = traced_value(self.baseline, knob)
                 text = "" if value is None else _fmt(value)
                 if isinstance(cell, QLineEdit):
                     cell.setText(text)
@@ -289,24 +233,6 @@ class ConfigPanel(QWidget):
             )
             self.notes_label.setText("<br>".join(html.escape(n) for n in baseline.notes))
         self.validate()
-
-    def _traced(self, knob: str) -> tuple[Any, str, str]:
-        b = self.baseline
-        if b is None:
-            return None, "unknown", ""
-        if knob in ("nvlink_gbps", "network_gbps"):
-            gpu = get_gpu(b.config.gpu)
-            bw = gpu.nvlink_bandwidth if knob == "nvlink_gbps" else gpu.network_bandwidth
-            return bw / 1e9, "inferred", f"{gpu.name} profile default"
-        if knob == "schedule":
-            return b.config.schedule, "guess", "assumed: the trace does not name its pipeline schedule"
-        if knob in ("recompute", "zero"):
-            return getattr(b.config, knob), "guess", "assumed: the trace does not record it"
-        f = b.fields.get(knob)
-        value = getattr(b.config, knob)
-        if f is None:
-            return value, "guess", "default"
-        return value, f.confidence, f.how
 
     def overrides(self) -> dict[str, Any]:
         """Baseline values the user typed into the trace column (differing from the inference)."""

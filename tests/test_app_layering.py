@@ -1,0 +1,133 @@
+"""The app's parts talk through signals and small public methods: no import cycle among app
+modules, no private name of another module imported or reached into, and no module or class
+grown past the size a reader can hold (the engine's layering is tested in test_layering.py)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import networkx as nx
+from conftest import REPO
+
+APP = REPO / "app"
+MAX_FILE_LINES = 600
+MAX_CLASS_LINES = 300
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for path in sorted(APP.rglob("*.py")):
+        parts = path.relative_to(REPO).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        out[name] = path
+    return out
+
+
+def _imports(tree: ast.AST) -> list[tuple[int, str, list[str]]]:
+    """(line, module, imported names) of every import, wherever it is (functions and
+    ``if TYPE_CHECKING:`` blocks too: a cycle through them is still a cycle for the reader)."""
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out += [(node.lineno, a.name, []) for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            out.append((node.lineno, node.module, [a.name for a in node.names]))
+    return out
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def _defined_names(tree: ast.AST) -> set[str]:
+    """Names a module defines: functions, classes, assigned names and attributes."""
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            out.add(node.name)
+        elif isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                for sub in ast.walk(target):
+                    if isinstance(sub, ast.Name):
+                        out.add(sub.id)
+                    elif isinstance(sub, ast.Attribute):
+                        out.add(sub.attr)
+    return out
+
+
+def test_app_modules_import_each_other_without_cycles() -> None:
+    modules = _modules()
+    assert len(modules) > 20
+    graph = nx.DiGraph()
+    for name, path in modules.items():
+        graph.add_node(name)
+        for _line, module, names in _imports(ast.parse(path.read_text(), filename=str(path))):
+            # "from app.x import y": y may be a module of package app.x
+            for target in [module, *(f"{module}.{n}" for n in names)]:
+                if target in modules and target != name and modules[target].name != "__init__.py":
+                    graph.add_edge(name, target)
+    cycles = sorted(" -> ".join([*c, c[0]]) for c in nx.simple_cycles(graph))
+    assert not cycles, "app modules import each other in a cycle:\n" + "\n".join(cycles[:20])
+
+
+def test_app_never_imports_a_private_name_of_another_module() -> None:
+    offenders = []
+    for path in sorted(APP.rglob("*.py")):
+        tree = ast.parse(path.read_text(), filename=str(path))
+        for line, module, names in _imports(tree):
+            bad = [n for n in [*module.split("."), *names] if _private(n)]
+            if bad and _ours(module):
+                offenders.append(f"{path.relative_to(REPO)}:{line} imports {', '.join(bad)} from {module}")
+    assert not offenders, "make the name public where it is defined:\n" + "\n".join(offenders)
+
+
+def _third_party_names(tree: ast.AST) -> set[str]:
+    """Names bound to modules or objects from outside the project (``sys``: ``sys._MEIPASS`` is
+    PyInstaller's to define, not ours)."""
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out |= {(a.asname or a.name).split(".")[0] for a in node.names if not _ours(a.name)}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and not _ours(node.module or ""):
+            out |= {a.asname or a.name for a in node.names}
+    return out
+
+
+def _ours(module: str) -> bool:
+    return module.split(".")[0] in ("app", "lumos_core")
+
+
+def test_app_reaches_into_no_private_attribute_defined_elsewhere() -> None:
+    """``window._show_error()``: a private name used on an object (``self`` included: a part of a
+    class in another module) but defined nowhere in this module is a reach-in."""
+    offenders = []
+    for path in sorted(APP.rglob("*.py")):
+        tree = ast.parse(path.read_text(), filename=str(path))
+        defined = _defined_names(tree)
+        foreign = _third_party_names(tree)
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Attribute) or not _private(node.attr) or node.attr in defined:
+                continue
+            if isinstance(node.value, ast.Name) and node.value.id in foreign:
+                continue
+            offenders.append(f"{path.relative_to(REPO)}:{node.lineno} uses {ast.unparse(node)}")
+    assert not offenders, "use a public method or a signal instead:\n" + "\n".join(offenders)
+
+
+def test_app_modules_and_classes_stay_readable_in_size() -> None:
+    offenders = []
+    for path in sorted(APP.rglob("*.py")):
+        text = path.read_text()
+        lines = text.count("\n")
+        if lines > MAX_FILE_LINES:
+            offenders.append(f"{path.relative_to(REPO)}: {lines} lines (> {MAX_FILE_LINES})")
+        for node in ast.walk(ast.parse(text, filename=str(path))):
+            if isinstance(node, ast.ClassDef):
+                n = (node.end_lineno or node.lineno) - node.lineno + 1
+                if n > MAX_CLASS_LINES:
+                    offenders.append(
+                        f"{path.relative_to(REPO)}:{node.lineno} class {node.name}: {n} lines (> {MAX_CLASS_LINES})"
+                    )
+    assert not offenders, "split by responsibility:\n" + "\n".join(offenders)
