@@ -20,10 +20,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from lumos_core.trace.memory_summary import measured_peaks
-from lumos_core.trace.model import Job, Kind
+from lumos_core.trace.memory import DEVICE_CPU
+from lumos_core.trace.memory_summary import NO_MEMORY_HINT, measured_peaks
+from lumos_core.trace.model import Job, Kind, RankTrace
 from lumos_core.whatif.config import Baseline, JobConfig
-from lumos_core.whatif.memory_model import MemoryPrediction, ModelTraits, predict_memory, stage_parts
+from lumos_core.whatif.memory_model import (
+    MARGIN_BYTES,
+    MARGIN_FRACTION,
+    MemoryPrediction,
+    ModelTraits,
+    predict_memory,
+    stage_parts,
+)
 
 __all__ = ["Calibration", "calibrate", "model_traits", "predict_for_job"]
 
@@ -89,6 +97,24 @@ def model_traits(job: Job, baseline: Baseline) -> ModelTraits:
     )
 
 
+def _steady_low(rank: RankTrace, device_type: int, device_id: int) -> int:
+    """Lowest Total Allocated of a device in the rank's last iteration (the last half of the records
+    when there are no iterations)."""
+    rows = rank.memory.of_device(device_type, device_id)
+    ts = rank.memory.ts[rows]
+    if rank.iterations:
+        it = rank.iterations[-1]
+        inside = rows[(ts >= it.cpu_start) & (ts <= it.cpu_end)]
+        rows = inside if len(inside) else rows
+    else:
+        rows = rows[len(rows) // 2 :]
+    return int(rank.memory.allocated[rows].min())
+
+
+def _margin_text() -> str:
+    return f"other = {MARGIN_FRACTION:.0%} of the modelled bytes + {MARGIN_BYTES / 2**30:.0f} GiB (a stated margin)"
+
+
 def _stage_of(rank: int, cfg: JobConfig) -> int:
     return min(rank // max(1, cfg.tp * cfg.dp), cfg.pp - 1)
 
@@ -98,11 +124,28 @@ def calibrate(job: Job, baseline: Baseline, traits: ModelTraits) -> Calibration:
     peaks = measured_peaks(job)
     cfg = baseline.config
     if not peaks:
-        return Calibration(None, "")
+        return Calibration(
+            None,
+            f"{_margin_text()} ({NO_MEMORY_HINT.split(':')[0]}; record with profile_memory=True to calibrate on a measured peak)",
+        )
     try:
-        modelled = {st: stage_parts(cfg, traits, st)[0].modelled for st in range(cfg.pp)}
+        parts = {st: stage_parts(cfg, traits, st)[0] for st in range(cfg.pp)}
     except ValueError as exc:  # model shape unknown
         return Calibration(None, f"memory records present but not used ({exc})")
+    modelled = {st: p.modelled for st, p in parts.items()}
+    for r, d in peaks.items():
+        persistent = parts[_stage_of(r, cfg)].params + parts[_stage_of(r, cfg)].optimizer
+        low = _steady_low(job.rank(r), d.device_type, d.device_id)
+        if d.device_type == DEVICE_CPU and low < persistent:
+            # Weights and optimizer states live through every step, so the records' low point
+            # cannot be below them unless the profiler started after they were allocated: the CPU
+            # allocator never reported them, and the records cannot anchor a whole-memory model.
+            return Calibration(
+                None,
+                f"CPU memory records of rank {r} fall to {low / 2**20:,.1f} MiB in the last iteration, below "
+                f"the modelled weights and optimizer states ({persistent / 2**20:,.1f} MiB): they leave out "
+                "tensors allocated before profiling started, so they are not used; " + _margin_text(),
+            )
     best_rank, best = max(
         ((r, d.peak_bytes - modelled[_stage_of(r, cfg)]) for r, d in peaks.items()), key=lambda x: x[1]
     )
