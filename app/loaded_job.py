@@ -14,7 +14,10 @@ from pathlib import Path
 import numpy as np
 
 from app.timeline.lane_data import RowTable, build_row_table
+from lumos_core.errors import LumosError
+from lumos_core.graph.build import build_graph
 from lumos_core.progress import scaled
+from lumos_core.replay.idle import IdleReport, idle_attribution
 from lumos_core.replay.summaries import (
     ClockStat,
     CollectiveStat,
@@ -48,6 +51,8 @@ class LoadedJob:
     baseline: Baseline | None = None  # the configuration inferred from the trace (what-if start)
     baseline_error: str = ""  # why there is none
     memory: list[list[DeviceMemory]] | None = None  # per rank: its devices' memory records, summarised
+    idle: IdleReport | None = None  # GPU idle time by cause per stream and iteration
+    idle_error: str = ""  # why there is none
 
     @property
     def title(self) -> str:
@@ -89,6 +94,8 @@ def prepare_loaded(
     kernels = top_kernels(job, None, limit=None)
     clocks = clock_table(job)
     memory = [rank_memory(rank) for rank in job.ranks]
+    progress(0.95, "attributing GPU idle time")
+    idle, idle_error = job_idle(job)
     progress(0.97, "inferring the traced configuration")
     baseline, baseline_error = infer_job_baseline(job)
     progress(1.0, f"loaded {n} rank(s)")
@@ -105,7 +112,28 @@ def prepare_loaded(
         baseline=baseline,
         baseline_error=baseline_error,
         memory=memory,
+        idle=idle,
+        idle_error=idle_error,
     )
+
+
+IDLE_LIMIT_EVENTS = 2_000_000  # above this the idle table would cost a whole graph build at load
+
+
+def job_idle(job: Job) -> tuple[IdleReport | None, str]:
+    """GPU idle time by cause, or why it is not shown."""
+    n = sum(len(t) for t in job.ranks)
+    if n > IDLE_LIMIT_EVENTS:
+        return (
+            None,
+            f"not computed at load for jobs over {IDLE_LIMIT_EVENTS:,} events: use lumos replay --idle",
+        )
+    if not any(ln.is_gpu for t in job.ranks for ln in t.lanes):
+        return None, "no GPU streams in this trace"
+    try:
+        return idle_attribution(build_graph(job)), ""
+    except LumosError as exc:
+        return None, str(exc)
 
 
 def infer_job_baseline(job: Job, overrides: dict | None = None) -> tuple[Baseline | None, str]:

@@ -114,6 +114,7 @@ class MainWindow(JobOpening, WindowMenus, QMainWindow):
         self.build_toolbar()
         self.build_menus()
         self.timeline.selection_changed.connect(self._on_selection)
+        self.summaries.idle.event_requested.connect(self._select_event)
         self.timeline.hovered.connect(self._on_hover)
         self.timeline.measured.connect(self._on_measured)
         self.timeline.first_paint.connect(self._on_first_paint)
@@ -197,6 +198,10 @@ class MainWindow(JobOpening, WindowMenus, QMainWindow):
             self.details.show_nothing()
             return
         self.details.show_details(self.workbench.describe_hit(hit))
+
+    def _select_event(self, rank_index: int, event: int) -> None:
+        """Select (and scroll to) a task a summary table points at, e.g. an unexplained delay's."""
+        self.timeline.select(Hit(rank_index, event), reveal=True)
 
     def _on_hover(self, text: str) -> None:
         metrics = self.hover_label.fontMetrics()

@@ -445,6 +445,8 @@ def test_export_view_png_svg_and_summaries_csv(win, view, tmp_path) -> None:
         "memory_peaks.csv",
         "allocating_operators.csv",
         "operators.csv",
+        "idle_causes.csv",
+        "unexplained_delays.csv",
     }
     with (tmp_path / "collectives.csv").open() as fh:
         rows = list(csv.DictReader(fh))

@@ -26,6 +26,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.loaded_job import LoadedJob
+from app.panels.idle_pane import IdlePane
 from app.panels.memory_panes import MemoryPane, OperatorPane
 from app.panels.table_model import Column
 from app.panels.table_pane import TablePane
@@ -301,6 +302,8 @@ class SummaryPanes(QTabWidget):
         self.addTab(self.memory, "Memory")
         self.operators = OperatorPane()
         self.addTab(self.operators, "Operators")
+        self.idle = IdlePane()
+        self.addTab(self.idle, "Idle")
 
     def _build_files(self) -> None:
         cols = [
@@ -334,6 +337,7 @@ class SummaryPanes(QTabWidget):
             self.chart.set_rows([])
             self.memory.set_job(None)
             self.operators.set_job(None)
+            self.idle.set_job(None)
             return
         self.iterations.set_rows(loaded.iterations)
         self.chart.set_rows(rank_breakdown_table(loaded.iterations))
@@ -348,6 +352,7 @@ class SummaryPanes(QTabWidget):
         self.clocks.set_rows(loaded.clocks)
         self.memory.set_job(loaded)
         self.operators.set_job(loaded)
+        self.idle.set_job(loaded)
         align = loaded.job.alignment or {}
         notes = "; ".join(align.get("notes") or [])
         applied = "applied" if align.get("applied") else "not applied"
@@ -406,6 +411,8 @@ class SummaryPanes(QTabWidget):
             "memory_peaks": (self.memory.peaks.model.rows, self.memory.peaks.row_type),
             "allocating_operators": (self.memory.operators.model.rows, self.memory.operators.row_type),
             "operators": (self.operators.rows(), self.operators.row_type),
+            "idle_causes": (self.idle.causes.model.rows, self.idle.causes.row_type),
+            "unexplained_delays": (self.idle.delays.model.rows, self.idle.delays.row_type),
         }
 
     def export_all(self, folder: str | Path) -> list[Path]:

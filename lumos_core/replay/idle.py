@@ -39,6 +39,7 @@ class Delay:
     start: int  # ns, job time
     length: int  # ns
     task: str  # the activity that started late
+    event: int = -1  # its event index in the rank's table
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -145,7 +146,8 @@ def idle_attribution(graph: ExecutionGraph) -> IdleReport:
                 rows.append(row)
             for c, a, b, v in parts:
                 if c == "unexplained" and a < hi and b > lo:
-                    delays.append(Delay(t.rank, stream, a, b - a, t.name_of(int(graph.event[v]))))
+                    ev = int(graph.event[v])
+                    delays.append(Delay(t.rank, stream, a, b - a, t.name_of(ev), ev))
     delays.sort(key=lambda d: -d.length)
     return IdleReport(rows, delays)
 

@@ -1,0 +1,148 @@
+"""Summary tab Idle: where each GPU stream's idle time went (host, sync, event, peer, unexplained)
+per rank, stream and iteration, and the largest unexplained delays; double-click one to select the
+task that started late on the timeline.
+
+Numbers come from :mod:`lumos_core.replay.idle` (computed with the job, off the GUI thread).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from PySide6.QtCore import QModelIndex, Qt, Signal
+from PySide6.QtWidgets import QLabel, QSplitter, QVBoxLayout, QWidget
+
+from app.loaded_job import LoadedJob
+from app.panels.table_model import Column
+from app.panels.table_pane import TablePane
+from lumos_core.replay.idle import Delay, IdleRow
+
+_TIPS = {
+    "host": "waiting for the CPU to launch",
+    "sync": "the launching thread was blocked in a synchronize or blocking copy",
+    "event": "waiting for another stream (event wait, CUDA graph order)",
+    "peer": "waiting for a collective that waited for peer ranks",
+    "unexplained": "later than every dependency allows (another process, throttling, profiler)",
+}
+
+
+@dataclass(frozen=True)
+class IdleCauseRow:
+    rank: int
+    stream: int
+    iteration: str
+    idle_ns: int
+    host_ns: int
+    sync_ns: int
+    event_ns: int
+    peer_ns: int
+    unexplained_ns: int
+
+
+@dataclass(frozen=True)
+class DelayRow:
+    rank: int
+    rank_index: int
+    stream: int
+    start_ns: int
+    length_ns: int
+    task: str
+    event: int
+
+
+def _ms(ns: float) -> str:
+    return f"{ns / 1e6:,.3f}"
+
+
+def _us(ns: float) -> str:
+    return f"{ns / 1e3:,.1f}"
+
+
+def cause_rows(rows: list[IdleRow]) -> list[IdleCauseRow]:
+    return [
+        IdleCauseRow(
+            r.rank,
+            r.stream,
+            r.iteration,
+            r.idle_ns,
+            *(r.causes[c] for c in ("host", "sync", "event", "peer")),
+            r.causes["unexplained"],
+        )
+        for r in rows
+    ]
+
+
+def delay_rows(loaded: LoadedJob, delays: list[Delay], limit: int = 200) -> list[DelayRow]:
+    index = {t.rank: i for i, t in enumerate(loaded.job.ranks)}
+    return [
+        DelayRow(d.rank, index.get(d.rank, -1), d.stream, d.start, d.length, d.task, d.event)
+        for d in delays[:limit]
+    ]
+
+
+class IdlePane(QWidget):
+    """Idle causes per rank/stream/iteration above, top unexplained delays below."""
+
+    event_requested = Signal(int, int)  # rank index, event: select it on the timeline
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.note = QLabel()
+        self.note.setWordWrap(True)
+        cols = [
+            Column("rank", lambda r: r.rank, numeric=True),
+            Column("stream", lambda r: r.stream, numeric=True),
+            Column("iteration", lambda r: r.iteration),
+            Column("idle (ms)", lambda r: r.idle_ns, _ms, "window minus the stream's busy time", True),
+        ]
+        for c in ("host", "sync", "event", "peer", "unexplained"):
+            cols.append(Column(f"{c} (ms)", lambda r, c=c: getattr(r, f"{c}_ns"), _ms, _TIPS[c], True))
+        self.causes = TablePane("idle_causes", cols, IdleCauseRow)
+        self.delays = TablePane(
+            "unexplained_delays",
+            [
+                Column("rank", lambda r: r.rank, numeric=True),
+                Column("stream", lambda r: r.stream, numeric=True),
+                Column("at (ms)", lambda r: r.start_ns, _ms, "where the stream started waiting", True),
+                Column("delay (µs)", lambda r: r.length_ns, _us, _TIPS["unexplained"], True),
+                Column("task that started late (double-click to select it)", lambda r: r.task),
+            ],
+            DelayRow,
+        )
+        self.delays.view.doubleClicked.connect(self._on_double_click)
+        split = QSplitter(Qt.Orientation.Vertical)
+        split.addWidget(self.causes)
+        split.addWidget(self.delays)
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(4, 4, 4, 4)
+        lay.addWidget(self.note)
+        lay.addWidget(split, 1)
+        self.loaded: LoadedJob | None = None
+
+    def set_job(self, loaded: LoadedJob | None) -> None:
+        self.loaded = loaded
+        report = loaded.idle if loaded is not None else None
+        if report is None:
+            self.note.setText(f"No idle attribution: {loaded.idle_error}" if loaded is not None else "")
+            self.causes.set_rows([])
+            self.delays.set_rows([])
+            return
+        u = report.unexplained_summary()
+        periodic = "; ".join(
+            f"rank {p['rank']}: every {p['period_us'] / 1000:.3f} ms ({p['count']}×)" for p in u["periodic"]
+        )
+        self.note.setText(
+            f"GPU idle time by cause (adds up to each stream's measured idle time). Unexplained delays: "
+            f"{u['count']}, {u['total_us'] / 1000:.2f} ms in total"
+            + (f"; periodic — {periodic}" if periodic else "; no periodic pattern")
+        )
+        self.causes.set_rows(cause_rows(report.rows), sort_column=3)
+        self.delays.set_rows(delay_rows(loaded, report.delays), sort_column=3)
+
+    def _on_double_click(self, index: QModelIndex) -> None:
+        src = self.delays.proxy.mapToSource(index)
+        if not src.isValid():
+            return
+        row: DelayRow = self.delays.model.rows[src.row()]
+        if row.rank_index >= 0 and row.event >= 0:
+            self.event_requested.emit(row.rank_index, row.event)
