@@ -119,3 +119,24 @@ def test_cuda_records_of_a_real_gpu_trace() -> None:
     assert devs[0].peak_allocated == max(a["Total Allocated"] for a in cuda)
     assert devs[0].peak_reserved == max(a["Total Reserved"] for a in cuda)
     assert devs[0].peak_bytes == devs[0].peak_reserved  # the caching allocator's hold counts
+
+
+def test_inspect_prints_the_peaks_or_how_to_record_them() -> None:
+    import subprocess
+    import sys
+
+    def inspect(path: Path) -> str:
+        r = subprocess.run(
+            [sys.executable, "-m", "lumos_core", "inspect", str(path), "-q"],
+            capture_output=True, text=True, cwd=REPO, timeout=300,
+        )  # fmt: skip
+        assert r.returncode == 0, r.stderr
+        return r.stdout
+
+    text = inspect(DATA / "base" / "rank0.pt.trace.json.gz")
+    peak = max(e["args"]["Total Allocated"] for e in _raw("base")[0])
+    assert f"peak allocated {peak / 2**20:,.1f} MiB" in text and "ProfilerStep#3" in text
+    assert "top allocating operators" in text
+    assert "profile_memory=True" in inspect(
+        REPO / "tests" / "data" / "cpu-gpt" / "base" / "rank0.pt.trace.json.gz"
+    )
