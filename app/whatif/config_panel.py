@@ -60,6 +60,12 @@ GROUPS: list[tuple[str, list[tuple[str, str, str]]]] = [
             ("gpu", "GPU", "GPU profile (peak FLOP/s, memory and link bandwidths)"),
             ("nvlink_gbps", "NVLink GB/s", "per-GPU NVLink bandwidth, per direction"),
             ("network_gbps", "Network GB/s", "per-GPU inter-node bandwidth"),
+            (
+                "cpu_scale",
+                "Host time ×",
+                "CPU-side time (Python, launch calls) × this factor: ~0.3 for CUDA graphs or "
+                "torch.compile, 0 for a GPU-bound job",
+            ),
         ],
     ),
     (

@@ -99,6 +99,8 @@ def traced_value(b: Baseline | None, knob: str) -> tuple[Any, str, str]:
         return b.config.schedule, "guess", "assumed: the trace does not name its pipeline schedule"
     if knob in ("recompute", "zero"):
         return getattr(b.config, knob), "guess", "assumed: the trace does not record it"
+    if knob == "cpu_scale":
+        return 1.0, "certain", "the host time as traced"
     f = b.fields.get(knob)
     value = getattr(b.config, knob)
     if f is None:

@@ -64,6 +64,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--network-gbps", type=float, default=None, dest="network_gbps", help="inter-node GB/s per GPU"
     )
+    g.add_argument(
+        "--cpu-scale",
+        type=float,
+        default=None,
+        dest="cpu_scale",
+        metavar="FACTOR",
+        help="host-side time (Python, launches) x FACTOR: what if CUDA graphs / torch.compile / no "
+        "profiler made it faster (0.3) or the host slower (2); 0 = GPU-bound",
+    )
     b = p.add_argument_group("baseline values the trace does not record")
     for k in ("layers", "hidden", "ffn", "heads", "seq", "micro_batch", "microbatches"):
         b.add_argument(
@@ -103,7 +112,16 @@ def run(args: argparse.Namespace) -> int:
         return 0
     changes = {
         k: getattr(args, k)
-        for k in (*_INT_KNOBS, "schedule", "gpu", "nvlink_gbps", "network_gbps", "recompute", "zero")
+        for k in (
+            *_INT_KNOBS,
+            "schedule",
+            "gpu",
+            "nvlink_gbps",
+            "network_gbps",
+            "recompute",
+            "zero",
+            "cpu_scale",
+        )
     }
     config = baseline.config.with_changes(**changes)
     check(config, baseline)

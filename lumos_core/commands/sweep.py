@@ -35,7 +35,7 @@ a Ray cluster (--address, or a local Ray instance started for the sweep; pip ins
 
 GRID: KNOB=VALUES separated by spaces; VALUES comma-separated, or LOW-HIGH for the powers of two
 in between (integer knobs). Knobs: dp tp pp microbatches schedule layers hidden ffn heads seq
-micro_batch gpu nvlink_gbps network_gbps recompute zero.
+micro_batch gpu nvlink_gbps network_gbps recompute zero cpu_scale.
 
 Examples:
   lumos sweep traces/ --grid "dp=8,16,32,64 pp=1,2,4 microbatches=4,8,16" --out results.csv
@@ -47,6 +47,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_load_arguments(p, engine=False)  # --engine/--address choose where the sweep runs
     p.add_argument("--grid", required=True, help='knobs and values, e.g. "dp=8,16,32 pp=1,2,4"')
     p.add_argument("--gpu", default=None, help="GPU profile for every configuration (H100, H200, A100, ...)")
+    p.add_argument(
+        "--cpu-scale",
+        type=float,
+        default=None,
+        metavar="FACTOR",
+        help="host-side time x FACTOR for every configuration (CUDA graphs, torch.compile: ~0.3)",
+    )
     p.add_argument(
         "--fixed",
         default=None,
@@ -74,6 +81,8 @@ def run(args: argparse.Namespace) -> int:
     fixed = parse_changes(args.fixed) if args.fixed else {}
     if args.gpu:
         fixed["gpu"] = args.gpu
+    if args.cpu_scale is not None:
+        fixed["cpu_scale"] = args.cpu_scale
     grid = parse_grid(args.grid, fixed)
     engine = make_engine(args.engine, args.jobs, args.address)
     if args.engine == "ray":

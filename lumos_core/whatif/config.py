@@ -34,6 +34,7 @@ KNOBS: dict[str, str] = {
     "network_gbps": "--network-gbps",
     "recompute": "--recompute",
     "zero": "--zero",
+    "cpu_scale": "--cpu-scale",
 }
 # Activation recomputation (Korthikanti et al. 2022): none, selective (attention core) or full.
 RECOMPUTE_MODES = ("none", "selective", "full")
@@ -59,6 +60,7 @@ class JobConfig:
     network_gbps: float | None = None  # per-GPU inter-node bandwidth override (GB/s)
     recompute: str = "none"  # activation recomputation: none, selective, full (memory model)
     zero: int = 0  # distributed optimizer / ZeRO stage: 1 optimizer states, 2 + grads, 3 + weights over DP
+    cpu_scale: float = 1.0  # host-side (Python, launch) time x this (CUDA graphs, torch.compile, no profiler)
 
     @property
     def world_size(self) -> int:
@@ -101,6 +103,7 @@ class JobConfig:
             "network_gbps": "network GB/s",
             "recompute": "recompute",
             "zero": "ZeRO",
+            "cpu_scale": "host time x",
         }
         parts = []
         for f in dataclasses.fields(self):
@@ -165,6 +168,8 @@ def problems(config: JobConfig, baseline: Baseline | None = None) -> list[str]:
         v = getattr(config, name)
         if v is not None and not v > 0:
             out.append(f"{name} must be > 0 GB/s")
+    if not isinstance(config.cpu_scale, (int, float)) or not 0 <= config.cpu_scale <= 100:
+        out.append(f"cpu_scale must be a factor between 0 and 100 (got {config.cpu_scale!r})")
     if out:
         return out
     if config.layers is not None and config.layers % config.pp:

@@ -39,6 +39,7 @@ from lumos_core.whatif.config import Baseline, JobConfig, check
 from lumos_core.whatif.memory_calibration import predict_for_job
 from lumos_core.whatif.memory_model import MemoryPrediction
 from lumos_core.whatif.retime import RetimePlan, Retiming, comm_model_from_trace, plan_retiming
+from lumos_core.whatif.retime.host import scale_host
 
 ESTIMATE_DEFINITION = (
     "predicted iteration time = mean over simulated ranks of their mean iteration time, over the "
@@ -213,7 +214,8 @@ def estimate(
             old_dur[p.rank] = t.dur.copy()
         represents = {layout[r][0]: layout[r] for r in layout}
     predicted = outcome_of(config, timeline)
-    _note_cpu_bound(replayed, predicted, notes)
+    if _note_cpu_bound(replayed, predicted, notes) and config.cpu_scale == 1.0:
+        notes.append(host_pacing_note(job, graph, base, replayed))
     memory = predict_memory_or_note(job, baseline, config, notes)
     progress(1.0, "estimate done")
     return EstimateResult(
@@ -244,12 +246,35 @@ def predict_memory_or_note(
         return None
 
 
-def _note_cpu_bound(replayed: Outcome, predicted: Outcome, notes: list[str]) -> None:
+def host_pacing(job: Job, graph: ExecutionGraph, base: JobConfig) -> Outcome:
+    """The traced configuration replayed with no host time (CPU tasks and the gaps between them at
+    zero): how fast the GPUs alone would run it."""
+    plan = RetimePlan.identity(graph.n_nodes)
+    scale_host(graph, plan, 0.0)
+    dur = np.maximum(np.rint(graph.dur * plan.ratio), 0).astype(np.int64)
+    start, end = simulate(graph, dur, _lags(graph, plan))
+    return outcome_of(base, [predicted_rank(graph, t, start, end) for t in job.ranks])
+
+
+def host_pacing_note(job: Job, graph: ExecutionGraph, base: JobConfig, replayed: Outcome) -> str:
+    """How much of the traced iteration the host (CPU) side sets, in words."""
+    fast = host_pacing(job, graph, base)
+    if not replayed.iteration_us or not fast.iteration_us:
+        return "host pacing unknown: no complete iteration"
+    share = 1 - fast.iteration_us / replayed.iteration_us
+    return (
+        f"CPU-paced by {100 * share:.0f}%: with no host time the traced iteration would take "
+        f"{fast.iteration_us / 1000:.2f} ms instead of {replayed.iteration_us / 1000:.2f} ms; GPU what-ifs "
+        "on this trace need --cpu-scale (e.g. 0.3 for CUDA graphs or torch.compile, 0 for GPU-bound)"
+    )
+
+
+def _note_cpu_bound(replayed: Outcome, predicted: Outcome, notes: list[str]) -> bool:
     """Say so when the GPU work changed but the iteration did not: the CPU (Python, launches) sets
     the pace, and the saving only shows as idle GPU time."""
     busy = lambda o: o.breakdown.exposed_compute_ns + o.breakdown.overlapped_ns + o.breakdown.exposed_comm_ns  # noqa: E731
     if not replayed.iteration_us or not busy(replayed):
-        return
+        return False
     it_change = predicted.iteration_us / replayed.iteration_us - 1
     busy_change = busy(predicted) / busy(replayed) - 1
     if abs(it_change) < 0.005 and abs(busy_change) > 0.02:
@@ -258,6 +283,8 @@ def _note_cpu_bound(replayed: Outcome, predicted: Outcome, notes: list[str]) -> 
             "the CPU thread (Python and launch calls) sets the pace of this job, so faster or slower "
             "GPU work mostly changes idle GPU time (see the critical path in lumos replay --json)"
         )
+        return True
+    return False
 
 
 def _has_collectives(job: Job) -> bool:

@@ -26,7 +26,7 @@ INT_KNOBS = (
     "micro_batch",
     "zero",
 )
-FLOAT_KNOBS = ("nvlink_gbps", "network_gbps")
+FLOAT_KNOBS = ("nvlink_gbps", "network_gbps", "cpu_scale")
 TEXT_KNOBS = ("schedule", "gpu", "recompute")
 
 # Baseline values a user may give when the trace cannot tell them (as ``lumos estimate
@@ -57,7 +57,8 @@ def coerce_value(knob: str, value: Any) -> Any:
         try:
             return float(value)
         except (TypeError, ValueError):
-            raise ConfigError(f"{knob} must be a number (GB/s), not {value!r}") from None
+            unit = "a factor" if knob == "cpu_scale" else "a number (GB/s)"
+            raise ConfigError(f"{knob} must be {unit}, not {value!r}") from None
     return str(value).strip()
 
 

@@ -15,6 +15,7 @@ from lumos_core.whatif.retime.comm import comm_model_from_trace, retime_collecti
 from lumos_core.whatif.retime.compute import add_tp_allreduces, retime_compute
 from lumos_core.whatif.retime.cpu_ops import retime_cpu_ops
 from lumos_core.whatif.retime.families import family_of_nodes
+from lumos_core.whatif.retime.host import scale_host
 from lumos_core.whatif.retime.plan import RetimePlan
 from lumos_core.whatif.retime.ratios import COMPUTE_BOUND, MEMORY_BOUND, hardware_ratio, safe_ratio, width_map
 
@@ -69,6 +70,12 @@ def plan_retiming(
 
     # --- communication: group sizes, message sizes, links ---
     retime_collectives(job, graph, plan, baseline, config, model, gpu_old, gpu_new, tok_ratio, h_ratio, notes)
+
+    # --- host side ---
+    if config.cpu_scale != 1.0:
+        scale_host(graph, plan, config.cpu_scale)
+        if not has_gpu:
+            notes.append("--cpu-scale on a CPU-only trace scales all of its work (there is no GPU side)")
     return plan
 
 
