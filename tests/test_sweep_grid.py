@@ -11,10 +11,10 @@ import pytest
 from lumos_core.errors import Cancelled, ConfigError
 from lumos_core.graph.build import build_graph
 from lumos_core.sweep.engines import LocalEngine, SweepContext, make_engine
-from lumos_core.sweep.grid import invalid_reason, parse_grid
+from lumos_core.sweep.grid import axis_grid, invalid_reason, parse_grid
 from lumos_core.sweep.point import SKIPPED, TOKENS_UNKNOWN, estimate_point, point_key
 from lumos_core.sweep.results import ResultsFile, columns_for
-from lumos_core.sweep.run import run_grid
+from lumos_core.sweep.run import run_axis, run_grid
 from lumos_core.synth.demo import demo_job_path
 from lumos_core.trace.loader import load_job
 from lumos_core.whatif.baseline import infer_baseline
@@ -118,6 +118,32 @@ def test_invalid_combinations_are_skipped_rows_with_the_reason(demo, pool_rows) 
         assert r.note == invalid_reason(baseline, r.changes)
         assert r.world_size == r.changes["dp"] * 2 * 3
     assert sum(r.ok for r in pool_rows) == 4
+
+
+def test_a_one_knob_sweep_is_the_one_axis_grid(demo, pool_rows) -> None:
+    """run_axis (the app's Sweep tab) gives the rows the process pool gives for the same points."""
+    job, baseline, graph = demo
+    report = run_axis(job, "pp", [1, 2, 3], fixed={"dp": 4}, baseline=baseline, graph=graph)
+    assert report.grid == axis_grid("pp", [1, 2, 3], {"dp": 4}) and report.engine == "in-process"
+    pool = {r.key: r for r in pool_rows}
+    assert [r.key for r in report.rows] == ["dp=4,pp=1", "dp=4,pp=2", "dp=4,pp=3"]
+    for row in report.rows:
+        assert row.same_numbers(pool[row.key]), row.key
+    assert [r.ok for r in report.rows] == [True, True, False]
+
+
+def test_cancelling_a_one_knob_sweep_stops_inside_an_estimate(demo) -> None:
+    job, baseline, graph = demo
+    calls: list[str] = []
+
+    def progress(fraction: float, message: str) -> None:
+        calls.append(message)
+        if len(calls) > 3:  # past the start: inside the first estimate
+            raise Cancelled("stop")
+
+    with pytest.raises(Cancelled):
+        run_axis(job, "dp", [2, 4, 8], baseline=baseline, graph=graph, progress=progress)
+    assert not any("1/3 configurations" in m for m in calls), calls
 
 
 def test_tokens_unknown_without_micro_batch_and_seq(demo) -> None:
