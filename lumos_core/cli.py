@@ -1,4 +1,4 @@
-"""The headless command line: ``lumos inspect|replay|estimate|sweep|comm|diff|validate|synth``.
+"""The headless command line: ``lumos inspect|replay|estimate|sweep|comm|diff|validate|calibrate|synth``.
 
 Each subcommand lives in ``lumos_core/commands/<name>.py`` and provides ``add_arguments(parser)``
 and ``run(args) -> int``. Errors that Lumos raises on purpose (:class:`LumosError`) are printed as
@@ -23,6 +23,7 @@ COMMANDS: dict[str, str] = {
     "comm": "predict one NCCL collective's time, algorithm and protocol on a given cluster",
     "diff": "compare two measured jobs: iteration, breakdown, kernels, collectives, knobs that differ",
     "validate": "predict measured job B from job A (the knobs that differ) and report the errors",
+    "calibrate": "fit a hardware profile (GEMM rates, collectives, overheads) on your own runs",
     "synth": "generate a SYNTHETIC Megatron-style trace folder (demos, tests, scale benchmarks)",
 }
 

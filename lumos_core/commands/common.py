@@ -94,3 +94,20 @@ def load_from_args(args: argparse.Namespace, load_job: Callable[..., Any]) -> An
     finally:
         if parser is not None:
             parser.close()
+
+
+def add_profile_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--profile",
+        type=Path,
+        default=None,
+        metavar="PROFILE.json",
+        help="hardware profile fitted on your cluster's runs (lumos calibrate)",
+    )
+
+
+def profile_from_args(args: argparse.Namespace) -> Any:
+    """The hardware profile named by --profile, or None."""
+    from lumos_core.perf.profile import HardwareProfile
+
+    return HardwareProfile.load(args.profile) if getattr(args, "profile", None) else None

@@ -8,7 +8,13 @@ from pathlib import Path
 
 import orjson
 
-from lumos_core.commands.common import add_load_arguments, load_from_args, terminal_progress
+from lumos_core.commands.common import (
+    add_load_arguments,
+    add_profile_argument,
+    load_from_args,
+    profile_from_args,
+    terminal_progress,
+)
 from lumos_core.trace.loader import load_job
 from lumos_core.whatif.baseline import group_roles, infer_baseline
 from lumos_core.whatif.config import KNOBS, RECOMPUTE_MODES, JobConfig, check
@@ -90,6 +96,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--force", action="store_true", help="replace DIR if it exists")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    add_profile_argument(p)
     p.add_argument(
         "--memory-only",
         action="store_true",
@@ -127,7 +134,13 @@ def run(args: argparse.Namespace) -> int:
     check(config, baseline)
     if args.memory_only:
         return _memory_only(job, baseline, config, args.json)
-    result = estimate(job, config, baseline=baseline, progress=terminal_progress(not args.quiet))
+    result = estimate(
+        job,
+        config,
+        baseline=baseline,
+        progress=terminal_progress(not args.quiet),
+        profile=profile_from_args(args),
+    )
     if args.out is not None:
         write_job(
             result.timeline,

@@ -9,7 +9,13 @@ from pathlib import Path
 
 import orjson
 
-from lumos_core.commands.common import add_load_arguments, load_from_args, terminal_progress
+from lumos_core.commands.common import (
+    add_load_arguments,
+    add_profile_argument,
+    load_from_args,
+    profile_from_args,
+    terminal_progress,
+)
 from lumos_core.sweep.engines import ENGINES, make_engine
 from lumos_core.sweep.grid import parse_grid
 from lumos_core.sweep.point import TOKENS_UNKNOWN
@@ -70,6 +76,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--restart", action="store_true", help="overwrite the results file instead of resuming")
     p.add_argument("--json", action="store_true", help="print the rows as JSON instead of a table")
+    add_profile_argument(p)
     b = p.add_argument_group("baseline values the trace does not record")
     for k in OVERRIDABLE:
         b.add_argument(
@@ -103,6 +110,7 @@ def run(args: argparse.Namespace) -> int:
             baseline=baseline,
             results=results,
             progress=terminal_progress(not args.quiet),
+            profile=profile_from_args(args),
         )
     except KeyboardInterrupt:
         if results is not None:

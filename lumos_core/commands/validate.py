@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from lumos_core.commands.common import terminal_progress
+from lumos_core.commands.common import add_profile_argument, profile_from_args, terminal_progress
 from lumos_core.commands.diff import add_pair_arguments, dump_json, load_pair
 from lumos_core.compare.validate import Validation, validate_jobs
 
@@ -32,6 +32,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
             f"--baseline-{flag}", type=int, default=None, metavar="N", dest=f"a_{k}", help=f"A's {k}"
         )
         g.add_argument(f"--{flag}", type=int, default=None, metavar="N", dest=f"b_{k}", help=f"B's {k}")
+    add_profile_argument(p)
     p.add_argument(
         "--force",
         action="store_true",
@@ -50,6 +51,7 @@ def run(args: argparse.Namespace) -> int:
         overrides_b=over_b,
         force=args.force,
         progress=terminal_progress(not args.quiet),
+        profile=profile_from_args(args),
     )
     if args.json:
         dump_json(v.as_dict())

@@ -18,6 +18,7 @@ from lumos_core.compare.diff import JobDiff, JobSide, PairError, compare_sides, 
 from lumos_core.compare.summary import JobSummary, Stat, summarize
 from lumos_core.errors import ConfigError
 from lumos_core.perf.hardware import get_gpu
+from lumos_core.perf.profile import HardwareProfile
 from lumos_core.progress import Progress, no_progress
 from lumos_core.trace.model import Job
 from lumos_core.whatif.config import check
@@ -192,6 +193,7 @@ def validate_jobs(
     overrides_b: dict[str, Any] | None = None,
     force: bool = False,
     progress: Progress = no_progress,
+    profile: HardwareProfile | None = None,
 ) -> Validation:
     """Predict ``job_b`` from ``job_a`` (see the module docstring). Raises PairError for pairs that
     cannot be validated: one job CPU-only, ranks missing, different code no knob explains."""
@@ -228,7 +230,7 @@ def validate_jobs(
     notes += [f"different code: {c}" for c in code]
     config = a.baseline.config.with_changes(**changes)
     check(config, a.baseline)
-    result = estimate(job_a, config, baseline=a.baseline, progress=progress)
+    result = estimate(job_a, config, baseline=a.baseline, progress=progress, profile=profile)
     predicted = summarize(result.timeline, "predicted", gpu=a.summary.gpu, shapes=False)
     measured = outcome_of(b.baseline.config, job_b.ranks)
     notes += list(pair.notes)

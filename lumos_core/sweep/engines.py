@@ -27,6 +27,7 @@ from typing import Any, Protocol
 
 from lumos_core.errors import LumosError
 from lumos_core.graph.model import ExecutionGraph
+from lumos_core.perf.profile import HardwareProfile
 from lumos_core.progress import Progress, no_progress, scaled
 from lumos_core.sweep.point import GridRow, estimate_point
 from lumos_core.trace.model import Job
@@ -43,6 +44,7 @@ class SweepContext:
     job: Job
     graph: ExecutionGraph
     baseline: Baseline
+    profile: HardwareProfile | None = None  # fitted by lumos calibrate
 
 
 class Engine(Protocol):
@@ -121,7 +123,7 @@ def _init_worker(payload: bytes) -> None:
 def _estimate_in_worker(index: int, changes: dict[str, Any]) -> tuple[int, GridRow]:
     ctx = _WORKER_CONTEXT
     assert ctx is not None, "sweep worker started without its context"
-    return index, estimate_point(ctx.job, ctx.graph, ctx.baseline, changes)
+    return index, estimate_point(ctx.job, ctx.graph, ctx.baseline, changes, profile=ctx.profile)
 
 
 class LocalEngine:
@@ -204,7 +206,7 @@ def _estimate_on_ray(ref_box: list[Any], index: int, changes: dict[str, Any]) ->
     if ctx is None:
         _RAY_CACHE.clear()
         ctx = _RAY_CACHE[key] = ray.get(ref)
-    return index, estimate_point(ctx.job, ctx.graph, ctx.baseline, changes)
+    return index, estimate_point(ctx.job, ctx.graph, ctx.baseline, changes, profile=ctx.profile)
 
 
 def import_ray() -> Any:

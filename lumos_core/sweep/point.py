@@ -14,6 +14,7 @@ from typing import Any
 
 from lumos_core.errors import Cancelled, LumosError
 from lumos_core.graph.model import ExecutionGraph
+from lumos_core.perf.profile import HardwareProfile
 from lumos_core.progress import Progress, no_progress
 from lumos_core.replay.breakdown import Breakdown
 from lumos_core.trace.model import Job
@@ -113,6 +114,7 @@ def estimate_point(
     baseline: Baseline,
     changes: dict[str, Any],
     progress: Progress = no_progress,
+    profile: HardwareProfile | None = None,
 ) -> GridRow:
     """Estimate ``changes`` (see the module docstring). Cancelled still propagates."""
     config = baseline.config.with_changes(**changes)
@@ -120,7 +122,7 @@ def estimate_point(
     if found:
         return skipped_row(baseline, changes, "; ".join(found))
     try:
-        r = estimate(job, config, baseline=baseline, graph=graph, progress=progress)
+        r = estimate(job, config, baseline=baseline, graph=graph, progress=progress, profile=profile)
     except Cancelled:
         raise
     except LumosError as exc:  # valid on paper, but this trace cannot support it (e.g. no layers)

@@ -19,6 +19,7 @@ from typing import Any
 
 from lumos_core.graph.build import build_graph
 from lumos_core.graph.model import ExecutionGraph
+from lumos_core.perf.profile import HardwareProfile
 from lumos_core.progress import Progress, no_progress, scaled
 from lumos_core.sweep.engines import Engine, InProcessEngine, SweepContext
 from lumos_core.sweep.grid import Grid, axis_grid, invalid_reason
@@ -67,6 +68,7 @@ def run_grid(
     results: ResultsFile | None = None,
     progress: Progress = no_progress,
     on_row: Callable[[GridRow], None] | None = None,
+    profile: HardwareProfile | None = None,
 ) -> SweepReport:
     """See the module docstring. ``on_row`` sees every new row as it is recorded."""
     t0 = time.perf_counter()
@@ -97,7 +99,7 @@ def run_grid(
     if todo:
         progress(0.0, "building the execution graph")
         graph = graph or build_graph(job, progress=scaled(progress, 0.0, 0.0))
-        context = SweepContext(job, graph, baseline)
+        context = SweepContext(job, graph, baseline, profile)
         progress(0.0, f"0/{len(todo)} configurations ({engine.name} engine, {engine.workers} workers)")
         last = ""
         with contextlib.closing(engine.run(context, todo, _TICK_S)) as finished:

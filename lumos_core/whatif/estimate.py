@@ -14,6 +14,7 @@ expanded when its timeline is exported.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,6 +24,7 @@ import numpy as np
 from lumos_core.graph.build import build_graph
 from lumos_core.graph.model import ExecutionGraph, NodeType
 from lumos_core.perf.hardware import get_gpu
+from lumos_core.perf.profile import HardwareProfile
 from lumos_core.progress import Progress, no_progress, scaled
 from lumos_core.replay.breakdown import (
     ITERATION_DEFINITION,
@@ -138,8 +140,10 @@ def estimate(
     baseline: Baseline | None = None,
     progress: Progress = no_progress,
     graph: ExecutionGraph | None = None,
+    profile: HardwareProfile | None = None,
 ) -> EstimateResult:
-    """Predict ``config`` (a JobConfig, or a dict of changes to the inferred baseline) from ``job``."""
+    """Predict ``config`` (a JobConfig, or a dict of changes to the inferred baseline) from ``job``.
+    ``profile``: a hardware profile fitted on the cluster's runs (``lumos calibrate``)."""
     t0 = time.perf_counter()
     baseline = baseline or infer_baseline(job)
     if config is None:
@@ -167,6 +171,9 @@ def estimate(
         or (base.dp == 1 and config.dp > 1 and not _has_collectives(job))
     )
     model = comm_model_from_trace(job, graph, get_gpu(base.gpu))
+    if profile is not None and profile.comm is not None and not _fitted(model):
+        # the trace has no collectives to calibrate on: the cluster's profile knows its links
+        model = dataclasses.replace(model, params=profile.comm)
     timeline, why, old_dur = [], {}, {}
     if structural:
         from lumos_core.whatif.rewrite import (
@@ -175,7 +182,7 @@ def estimate(
         from lumos_core.whatif.rewrite_timeline import rewritten_timelines
 
         rw = build_rewritten(job, graph, baseline, config, notes)
-        plan = plan_retiming(job, rw.graph, baseline, config, notes, model)
+        plan = plan_retiming(job, rw.graph, baseline, config, notes, model, profile)
         created = np.flatnonzero((rw.graph.event < 0) & (rw.graph.node_type == NodeType.GPU))
         plan.apply(created, 1.0, "PP send/recv", "NCCL model of the activation size (created by the rewrite)")
         dur = np.maximum(np.rint(rw.graph.dur * plan.ratio), 0).astype(np.int64)
@@ -195,7 +202,7 @@ def estimate(
         represents = rw.represents
     else:
         layout = _replica_layout(job, base, config)
-        plan = plan_retiming(job, graph, baseline, config, notes, model)
+        plan = plan_retiming(job, graph, baseline, config, notes, model, profile)
         dur = np.maximum(np.rint(graph.dur * plan.ratio), 0).astype(np.int64)
         progress(0.7, f"simulating {graph.n_nodes} tasks")
         start, end = simulate(graph, dur, _lags(graph, plan))
@@ -285,6 +292,11 @@ def _note_cpu_bound(replayed: Outcome, predicted: Outcome, notes: list[str]) -> 
         )
         return True
     return False
+
+
+def _fitted(model: Any) -> bool:
+    p = model.params
+    return p.source_intra != "profile" or p.source_inter != "profile"
 
 
 def _has_collectives(job: Job) -> bool:

@@ -10,6 +10,7 @@ import numpy as np
 from lumos_core.graph.model import ExecutionGraph
 from lumos_core.perf import costs
 from lumos_core.perf.hardware import GpuProfile
+from lumos_core.perf.profile import HardwareProfile
 from lumos_core.trace.kernel_families import Family
 from lumos_core.trace.model import CollectiveKind, Job, Kind
 from lumos_core.whatif.baseline import gemm_shape
@@ -18,6 +19,7 @@ from lumos_core.whatif.retime.plan import RetimePlan
 from lumos_core.whatif.retime.ratios import (
     MEMORY_BOUND,
     dims_ratio,
+    gemm_flop_ratio,
     gemm_ratio,
     layer_gemm_flops,
     safe_ratio,
@@ -37,8 +39,10 @@ def retime_compute(
     tok_ratio: float,
     h_ratio: float,
     gpu: GpuProfile,
+    profile: HardwareProfile | None = None,
 ) -> None:
-    """GEMMs by their recorded shapes, attention by FLOPs, elementwise by bytes."""
+    """GEMMs by their recorded shapes, attention by FLOPs, elementwise by bytes. With a hardware
+    profile, GEMMs take its measured rate for their shape class instead of the roofline's."""
     tp_ratio = base.tp / config.tp
     gemm = np.flatnonzero(task & (fam == Family.GEMM))
     shaped = gemm_shapes_of_nodes(job, graph, gemm)
@@ -47,12 +51,19 @@ def retime_compute(
     for v, shape in zip(gemm.tolist(), shaped):
         (by_shape.setdefault(shape, []) if shape else unshaped).append(v)  # type: ignore[arg-type]
     for shape, nodes in by_shape.items():
-        r = gemm_ratio(shape, sizes, tok_ratio, gpu, gpu) * tp_ratio
+        flops = 2.0 * shape[0] * shape[1] * shape[2]
+        pr = (
+            profile.gemm_time_ratio(flops, flops * gemm_flop_ratio(shape, sizes, tok_ratio))
+            if profile is not None
+            else None
+        )
+        r = (pr if pr is not None else gemm_ratio(shape, sizes, tok_ratio, gpu, gpu)) * tp_ratio
+        how = "profile's rate for the shape class" if pr is not None else "roofline efficiency"
         plan.apply(
             np.asarray(nodes),
             r,
             "GEMM",
-            "FLOPs of the recorded shape, roofline efficiency" + (" / TP" if tp_ratio != 1 else ""),
+            f"FLOPs of the recorded shape, {how}" + (" / TP" if tp_ratio != 1 else ""),
             f"{shape[0]}x{shape[1]}x{shape[2]} scaled",
         )
     if unshaped:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from lumos_core.graph.model import EdgeKind, ExecutionGraph, NodeType
+from lumos_core.perf.profile import HardwareProfile
 from lumos_core.trace.kernel_families import Family
 from lumos_core.trace.model import RankTrace
 from lumos_core.whatif.baseline import gemm_shape
@@ -24,6 +25,7 @@ def retime_cpu_ops(
     sizes: dict[int, int],
     tok_ratio: float,
     h_ratio: float,
+    profile: HardwareProfile | None = None,
 ) -> None:
     """CPU-only traces: the operators themselves do the work (between and after their children), so
     each operator's tasks and its share of the CPU time between tasks scale together."""
@@ -37,8 +39,17 @@ def retime_cpu_ops(
         if fam == Family.GEMM:
             shape = gemm_shape(t.name_of(op), t.args_of(op).get("Input Dims"))
             if shape:
+                fr = gemm_flop_ratio(shape, sizes, tok_ratio)
+                flops = 2.0 * shape[0] * shape[1] * shape[2]
+                pr = profile.gemm_time_ratio(flops, flops * fr) if profile is not None else None
+                if pr is not None:
+                    rules[op] = (
+                        "GEMM (CPU)",
+                        "FLOPs of the recorded shape at the profile's rate for its class",
+                    )
+                    return pr
                 rules[op] = ("GEMM (CPU)", "FLOPs of the recorded shape")
-                return gemm_flop_ratio(shape, sizes, tok_ratio)
+                return fr
             rules[op] = ("GEMM (CPU, no recorded shape)", "tokens x hidden^2")
             return tok_ratio * h_ratio * h_ratio
         if fam == Family.ATTENTION:

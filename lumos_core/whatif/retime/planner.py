@@ -9,6 +9,7 @@ import numpy as np
 from lumos_core.graph.model import ExecutionGraph, NodeType
 from lumos_core.perf.hardware import GpuProfile, get_gpu
 from lumos_core.perf.nccl import NcclModel
+from lumos_core.perf.profile import HardwareProfile
 from lumos_core.trace.model import Job, Kind
 from lumos_core.whatif.config import Baseline, JobConfig
 from lumos_core.whatif.retime.comm import comm_model_from_trace, retime_collectives
@@ -27,6 +28,7 @@ def plan_retiming(
     config: JobConfig,
     notes: list[str],
     model: NcclModel | None = None,
+    profile: HardwareProfile | None = None,
 ) -> RetimePlan:
     """Duration ratios for every node of ``graph`` (see :mod:`lumos_core.whatif.retime`)."""
     base = baseline.config
@@ -49,9 +51,9 @@ def plan_retiming(
     h_ratio = safe_ratio(config.hidden, base.hidden)
     shape_change = tok_ratio != 1.0 or bool(sizes) or config.tp != base.tp
     if shape_change and has_gpu:
-        retime_compute(job, graph, plan, fam, task, base, config, sizes, tok_ratio, h_ratio, gpu_old)
+        retime_compute(job, graph, plan, fam, task, base, config, sizes, tok_ratio, h_ratio, gpu_old, profile)
     elif shape_change:
-        retime_cpu_ops(graph, plan, ranks, base, config, sizes, tok_ratio, h_ratio)
+        retime_cpu_ops(graph, plan, ranks, base, config, sizes, tok_ratio, h_ratio, profile)
 
     if has_gpu and base.tp == 1 and config.tp > 1:
         add_tp_allreduces(job, graph, plan, fam, task, baseline, config, gpu_new, tok_ratio, notes)
