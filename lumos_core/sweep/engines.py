@@ -102,7 +102,17 @@ class InProcessEngine:
         n = max(len(points), 1)
         for i, changes in enumerate(points):
             sub = scaled(self.progress, i / n, (i + 1) / n)
-            yield i, estimate_point(context.job, context.graph, context.baseline, changes, progress=sub, profile=context.profile)
+            yield (
+                i,
+                estimate_point(
+                    context.job,
+                    context.graph,
+                    context.baseline,
+                    changes,
+                    progress=sub,
+                    profile=context.profile,
+                ),
+            )
 
     def close(self) -> None:
         """Nothing to release."""
