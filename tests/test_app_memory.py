@@ -139,3 +139,22 @@ def test_what_if_headline_shows_memory_red_when_it_does_not_fit() -> None:
     assert OUT_OF_MEMORY_COLOR in text and "does not fit" in text and "900.0 GiB" in text
     ok = memory_html(SimpleNamespace(estimate_json={"memory": {**mem, "peak_bytes": 40 << 30, "fits": True}}))
     assert OUT_OF_MEMORY_COLOR not in ok and "fits" in ok
+
+
+def test_scenario_list_shows_memory_beside_time_red_when_it_does_not_fit(qtbot) -> None:
+    from types import SimpleNamespace
+
+    from app.whatif.scenarios import COLUMNS, OUT_OF_MEMORY_COLOR, ScenarioList
+
+    lst = ScenarioList()
+    qtbot.addWidget(lst)
+    mem = {"peak_bytes": 900 << 30, "capacity_bytes": 80 << 30, "fits": False, "gpu": "H100", "peak_stage": 0}
+    summary = SimpleNamespace(
+        world_size=1, iteration_us=5000.0, replayed=SimpleNamespace(iteration_us=4000.0), kind="estimate",
+        changes={"tp": 1}, estimate_json={"memory": mem}, replay_error_pct=0.0,
+    )  # fmt: skip
+    lst.add(SimpleNamespace(id=1, name="TP 1", seconds=0.1, summary=summary), 4000.0)
+    item = lst.tree.topLevelItem(0)
+    col = COLUMNS.index("memory (GiB)")
+    assert item.text(col).startswith("900.0") and col == COLUMNS.index("iteration (ms)") + 2
+    assert item.foreground(col).color().name() == OUT_OF_MEMORY_COLOR.lower()

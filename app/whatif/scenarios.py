@@ -23,7 +23,8 @@ from PySide6.QtWidgets import (
 
 from app.whatif.runner import Scenario
 
-COLUMNS = ["scenario", "GPUs", "iteration (ms)", "vs baseline"]
+COLUMNS = ["scenario", "GPUs", "iteration (ms)", "vs baseline", "memory (GiB)"]
+OUT_OF_MEMORY_COLOR = "#DC2626"
 _ID = Qt.ItemDataRole.UserRole
 
 
@@ -125,7 +126,19 @@ class ScenarioList(QWidget):
             item.setForeground(
                 3, QBrush(QColor("#B42318" if change > 0.05 else "#1B7F3B" if change < -0.05 else "#6B7280"))
             )
-        for c in (1, 2, 3):
+        mem = (sm.estimate_json or {}).get("memory")
+        if mem:  # predicted peak per GPU beside the predicted time; red when it does not fit
+            item.setText(4, f"{mem['peak_bytes'] / 2**30:,.1f}" + ("" if mem["fits"] else " ✗"))
+            item.setForeground(4, QBrush(QColor(OUT_OF_MEMORY_COLOR)) if not mem["fits"] else QBrush())
+            item.setToolTip(
+                4,
+                f"predicted peak {mem['peak_bytes'] / 2**30:,.2f} GiB per GPU of "
+                f"{mem['capacity_bytes'] / 2**30:,.1f} GiB ({mem['gpu']}): "
+                + ("fits" if mem["fits"] else "does not fit (out of memory)"),
+            )
+        else:
+            item.setText(4, "")
+        for c in (1, 2, 3, 4):
             item.setTextAlignment(c, Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         changes = ", ".join(f"{k}={v}" for k, v in sm.changes.items()) or "the traced configuration"
         item.setToolTip(0, f"{s.name}: {changes} · computed in {s.seconds:.2f} s")
