@@ -141,10 +141,7 @@ def test_holdout_gpu_start_beats_the_null_models(which, request) -> None:
 @pytest.mark.parametrize("which", ["nanogpt_report", "ddp_report"])
 def test_holdout_gpu_start_median_target(which, request) -> None:
     rep = request.getfixturevalue(which)
-    median = rep.lumos.gpu_start_error_us()["median"]
-    if median > 50:
-        pytest.xfail(f"{which}: hold-out GPU start median {median} µs misses the 50 µs target")
-    assert median <= 50
+    assert rep.lumos.gpu_start_error_us()["median"] <= 50
 
 
 def test_votes_are_grouped_by_dependency_with_their_median() -> None:
@@ -152,4 +149,3 @@ def test_votes_are_grouped_by_dependency_with_their_median() -> None:
     _rep, count, median = group_median(keys, np.array([3, 1, 2, 9, 7]))
     assert count.tolist() == [3, 2]
     assert median.tolist() == [2, 8]
-    assert group_median(keys, np.array([3, 1, 2, 9, 7]), lowest=True)[2].tolist() == [1, 7]

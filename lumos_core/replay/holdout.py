@@ -192,11 +192,8 @@ def _votes(edges: _Edges, region: np.ndarray, maps: dict[int, np.ndarray], own: 
     return _Edges(*(np.concatenate(x) for x in (src, dst, lag, fe, kind)))
 
 
-def group_median(
-    keys: list[np.ndarray], values: np.ndarray, lowest: bool = False
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Group rows by ``keys``: (the row with the median value per group, rows per group, median or,
-    with ``lowest``, the smallest value)."""
+def group_median(keys: list[np.ndarray], values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Group rows by ``keys``: (the row with the median value per group, rows per group, median)."""
     order = np.lexsort((values, *keys[::-1]))
     ks = [k[order] for k in keys]
     v = values[order]
@@ -206,7 +203,7 @@ def group_median(
         new[1:] |= k[1:] != k[:-1]
     first = np.flatnonzero(new)
     count = np.diff(np.r_[first, len(v)])
-    median = v[first] if lowest else (v[first + (count - 1) // 2] + v[first + count // 2]) // 2
+    median = (v[first + (count - 1) // 2] + v[first + count // 2]) // 2
     return order[first + (count - 1) // 2], count, median
 
 
@@ -244,12 +241,7 @@ def _learned_lags(edges: _Edges, votes: _Edges) -> np.ndarray:
         ([edges.kind.astype(np.int64)], [kind]),
     ):
         rep, _count, median = group_median(keys_v, votes.lag)
-        lowest = group_median(keys_v, votes.lag, lowest=True)[2]
-        # A stream's gap between queued kernels is GPU overhead at least; more than that was a wait
-        # for something else (a launch that came late), which other dependencies model: the
-        # smallest gap seen is the overhead.
-        value = np.where(kind[rep] == EdgeKind.STREAM, lowest, median)
-        table = {tuple(int(k[r]) for k in keys_v): m for r, m in zip(rep.tolist(), value.tolist())}
+        table = {tuple(int(k[r]) for k in keys_v): m for r, m in zip(rep.tolist(), median.tolist())}
         todo = np.flatnonzero(lag == NEVER)
         for i in todo.tolist():
             m = table.get(tuple(int(k[i]) for k in keys_e))
