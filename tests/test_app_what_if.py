@@ -140,7 +140,7 @@ def test_baseline_replay_overlay_appears_with_the_cli_error(win, cli_replay) -> 
     wb = win.workbench
     s = scenario(win, "baseline replay")
     assert wb.shown is s and win.timeline.prediction is s.overlay
-    assert win.timeline.shown_mode == "ghost"
+    assert win.timeline.shown_mode == "differences"
     # the error the CLI reports, overall and for every iteration of every rank
     assert round(s.summary.replay_error_pct, 4) == cli_replay["mean_abs_error_pct"]
     cli_rows = [
@@ -158,9 +158,22 @@ def test_baseline_replay_overlay_appears_with_the_cli_error(win, cli_replay) -> 
     assert f"{s.summary.replay_error_pct:.2f} %" in wb.prediction.headline.text()
     assert wb.prediction.iterations.model.rowCount() == len(cli_rows) == 32
     assert "error" in wb.scenario_list.tree.topLevelItem(0).text(3)
-    win.timeline.reset_view()
-    win.timeline.canvas.grab()
-    assert 1 in win.timeline.item._frame.layer_of_chunk  # the ghost layer is drawn
+    # drawn: the measured timeline in its colours, the replay outlined only where it differs by
+    # two pixels or more at this zoom; the status bar says how close it is
+    tl = win.timeline
+    tl.reset_view()
+    tl.canvas.grab()
+    assert "Replay matches the measured timeline within" in wb.status.toolTip()
+    _p99, worst = s.overlay.match_within()
+    x0, x1 = tl.x_range()
+    ms_per_px = (x1 - x0) / tl.view_box.width()
+    if worst < 2 * ms_per_px / tl.canvas.devicePixelRatioF():
+        assert 1 not in tl.item._frame.layer_of_chunk  # nothing differs visibly: nothing drawn
+    wb.set_overlay_mode("ghost")  # every predicted task outlined, as the user asked
+    tl.canvas.grab()
+    assert 1 in tl.item._frame.layer_of_chunk
+    wb.set_overlay_mode("differences")
+    wb.mode_chosen = False  # the next tests see the default modes
 
 
 def test_estimate_dp16_from_the_panel_matches_the_cli_without_stalling(win, qtbot, cli_dp16) -> None:

@@ -26,6 +26,7 @@ from lumos_core.trace.model import RankTrace
 
 MAX_LABELS = 600  # text labels per frame; beyond that text only costs time and reads as noise
 MIN_LABEL_PX = 36.0
+OUTLINE_SIDES_PX = 4.0  # outlined spans narrower than this get rails only, no sides
 
 
 @dataclass
@@ -47,6 +48,32 @@ def draw_rects(p: QPainter, rects: np.ndarray) -> None:
     if len(rects):
         arr = np.ascontiguousarray(rects, dtype=np.float64)
         p.drawRects(wrapInstance(arr.ctypes.data, QRectF), len(arr))
+
+
+def outline_lines(rects: np.ndarray, min_sides_px: float = OUTLINE_SIDES_PX) -> np.ndarray:
+    """An outline as lines: a rail above and below every rect, and the left and right sides only
+    where the rect is at least ``min_sides_px`` wide. A predicted layer drawn over the measured
+    one sits just outside the measured bars (its band is taller), so its rails never cover a bar,
+    and a box around a task one or two pixels wide, which would paint it over in the outline's
+    colour, is never drawn."""
+    x, y, w, h = (rects[:, k] for k in range(4))
+    parts = [np.column_stack([x, y, x + w, y]), np.column_stack([x, y + h, x + w, y + h])]
+    wide = w >= min_sides_px
+    if wide.any():
+        xw, yw, ww, hw = x[wide], y[wide], w[wide], h[wide]
+        parts += [np.column_stack([xw, yw, xw, yw + hw]), np.column_stack([xw + ww, yw, xw + ww, yw + hw])]
+    return np.concatenate(parts)
+
+
+def moved_spans(
+    sp: Spans, deviation: list[np.ndarray | None] | None, rank_index: int, min_ms: float
+) -> Spans:
+    """The spans whose task (a merged span: its longest task) moved at least ``min_ms``."""
+    dev = deviation[rank_index] if deviation is not None and rank_index < len(deviation) else None
+    if dev is None:
+        return sp
+    keep = dev[sp.lead] >= min_ms
+    return Spans(sp.start[keep], sp.end[keep], sp.family[keep], sp.lead[keep])
 
 
 def draw_lines(p: QPainter, lines: np.ndarray) -> None:
@@ -103,6 +130,8 @@ def build_frame(
                 if ti is None:
                     continue
                 sp = table.spans(ti, lo, hi, px)
+                if st.min_diff_px > 0 and len(sp):
+                    sp = moved_spans(sp, layer.deviation, row.rank_index, st.min_diff_px * px)
                 if not len(sp):
                     continue
                 n_spans += len(sp)
@@ -267,10 +296,10 @@ def paint_frame(p: QPainter, fr: Frame, theme: Theme, font: QFont) -> None:
             pen = QPen(color)
             pen.setCosmetic(True)
             p.setPen(pen)
-            p.setBrush(Qt.BrushStyle.NoBrush)
-        else:
-            p.setPen(Qt.PenStyle.NoPen)
-            p.setBrush(QBrush(color))
+            draw_lines(p, outline_lines(arr))
+            continue
+        p.setPen(Qt.PenStyle.NoPen)
+        p.setBrush(QBrush(color))
         draw_rects(p, arr)
     if len(fr.lines):
         pen = QPen(QColor(th.iteration_line))

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from app.timeline.lane_data import RowTable
 from lumos_core.trace.model import RankTrace
 
@@ -19,6 +21,9 @@ class LayerStyle:
     outline: bool = False
     labels: bool = True
     color: str | None = None  # one colour for every span (a ghost), instead of the family colours
+    # draw only the spans that moved at least this many device pixels from where they were measured
+    # (Layer.deviation); 0 draws every span
+    min_diff_px: float = 0.0
 
 
 @dataclass
@@ -29,6 +34,9 @@ class Layer:
     ranks: list[RankTrace]
     tables: list[RowTable]
     style: LayerStyle = field(default_factory=LayerStyle)
+    # per rank, per table index: how far (ms) the span's start or end is from the measured task's
+    # (a predicted layer on the traced ranks); None where unknown
+    deviation: list[np.ndarray | None] | None = None
 
 
 @dataclass

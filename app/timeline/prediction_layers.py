@@ -1,7 +1,8 @@
 """The predicted layer of the timeline: the ranks of a replay or an estimate drawn with the
-measured ones, in one of :data:`OVERLAY_MODES` (a ghost outline on the measured tasks, a predicted
-row under every measured row, or the predicted ranks alone), or in rows of their own when the
-estimator rebuilt the ranks.
+measured ones, in one of :data:`OVERLAY_MODES` (an outline of the predicted tasks that differ visibly
+from the measured ones, a ghost outline of every predicted task, a predicted row under every
+measured row, or the predicted ranks alone), or in rows of their own when the estimator rebuilt the
+ranks.
 
 :class:`PredictionLayers` is one part of :class:`~app.timeline.timeline_view.TimelineView`: it
 builds the layers and the row layout for what is shown and installs them, keeping the visible time
@@ -27,12 +28,17 @@ from app.timeline.overlay_data import PredictedOverlay, measured_marks
 from app.timeline.span_item import OverlayItem, TimelineItem
 
 OVERLAY_MODES: dict[str, str] = {
-    "ghost": "Ghost: predicted outlined over measured",
+    "differences": "Differences: predicted outlined only where it differs visibly",
+    "ghost": "Ghost: every predicted task outlined over measured",
     "paired": "Paired: measured row, predicted row below",
     "predicted": "Predicted ranks only",
 }
-# The ghost outline: one colour that stands out against every family colour in either theme.
+# The ghost outline: one colour that stands out against every family colour in either theme. It is
+# drawn as rails just outside the measured bars (see span_item.outline_lines), so it never covers them.
 GHOST_COLOR = {"light": "#111827", "dark": "#F5F5F5"}
+# "Differs visibly": a predicted start or end at least this many device pixels from the measured one
+# at the current zoom (two pixels: one is lost in antialiasing and rounding).
+VISIBLE_DIFF_PX = 2.0
 
 
 class PredictionLayers:
@@ -93,10 +99,17 @@ class PredictionLayers:
         return "separate" if self.prediction.separate else self.overlay_mode
 
     def predicted_style(self, mode: str) -> LayerStyle:
-        """How the predicted layer is drawn in ``mode`` (the ghost: an outline in one colour)."""
-        if mode == "ghost":
+        """How the predicted layer is drawn in ``mode``: the ghost is an outline in one colour in a
+        band a little taller than the measured bars (0.1-0.9 of the row), so its rails run just
+        outside them; "differences" is the ghost of the tasks that moved visibly, nothing else."""
+        if mode in ("ghost", "differences"):
             return LayerStyle(
-                y0=0.1, height=0.8, outline=True, labels=False, color=GHOST_COLOR.get(self.theme.name)
+                y0=0.03,
+                height=0.94,
+                outline=True,
+                labels=False,
+                color=GHOST_COLOR.get(self.theme.name),
+                min_diff_px=VISIBLE_DIFF_PX if mode == "differences" else 0.0,
             )
         return LayerStyle()
 
@@ -113,7 +126,8 @@ class PredictionLayers:
         labels: list[str] | None = None
         marks = measured_marks(loaded)
         if pred is not None:
-            layers.append(Layer("predicted", pred.ranks, pred.tables, self.predicted_style(mode)))
+            style = self.predicted_style(mode)
+            layers.append(Layer("predicted", pred.ranks, pred.tables, style, pred.deviation or None))
             if not pred.same_ranks or mode == "predicted":
                 # "rank 0 (= ranks 0, 8) · predicted"; with both layers the rows say which is which
                 labels = [

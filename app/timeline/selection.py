@@ -92,7 +92,9 @@ class TimelineSelection:
         ghost is picked where it differs from what was measured."""
         if row_layer is not None:
             return [row_layer]
-        if self.prediction is not None and (self.prediction.separate or self.overlay_mode == "ghost"):
+        if self.prediction is not None and (
+            self.prediction.separate or self.overlay_mode in ("ghost", "differences")
+        ):
             return [MEASURED, PREDICTED]
         return [MEASURED]
 

@@ -19,7 +19,7 @@ from lumos_core.whatif.knobs import parse_changes
 if TYPE_CHECKING:
     from app.main_window import MainWindow
 
-OVERLAYS = ("ghost", "paired", "predicted", "measured")
+OVERLAYS = ("differences", "ghost", "paired", "predicted", "measured")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -42,7 +42,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--overlay",
         choices=OVERLAYS,
-        help="how the prediction is drawn: ghost outlines, paired rows, predicted ranks only, or measured only",
+        help="how the prediction is drawn: outlines where it differs visibly (a replay's default), ghost "
+        "outlines of every task, paired rows (a what-if's default), predicted ranks only, or measured only",
     )
 
 

@@ -11,6 +11,7 @@ import html
 
 from PySide6.QtWidgets import QComboBox, QLabel
 
+from app.timeline.prediction_layers import VISIBLE_DIFF_PX
 from app.timeline.timeline_view import OVERLAY_MODES, TimelineView
 from app.whatif.runner import Scenario
 
@@ -43,8 +44,9 @@ class OverlayChoice:
         """The mode to draw ``s`` in: the user's choice, else what reads best for its kind."""
         if self.mode_chosen:
             return self.timeline.overlay_mode
-        # a replay of the traced ranks reads best as a ghost; a what-if as its own rows
-        return "ghost" if s.kind == "replay" else "paired"
+        # a replay of the traced ranks: the measured timeline in its colours, outlined only where
+        # the replay differs visibly; a what-if (where everything moves) as rows of its own
+        return "differences" if s.kind == "replay" else "paired"
 
     def _on_mode_chosen(self, _index: int) -> None:
         mode = self.mode_combo.currentData()
@@ -88,6 +90,8 @@ class OverlayChoice:
             else f"{sm.change_pct:+.1f} % vs the replayed baseline"
         )
         how = {
+            "differences": "filled: measured · <b>outlined: predicted, where it differs by "
+            f"{VISIBLE_DIFF_PX:g} px or more at this zoom</b>",
             "ghost": "filled: measured · <b>outlined: predicted</b>",
             "paired": "each measured row is followed by its <b>↳ predicted</b> row",
             "predicted": "predicted ranks only",

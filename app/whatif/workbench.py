@@ -27,6 +27,7 @@ from app.panels.details_panel import EventDetails, describe_event
 from app.sweep.sweep_dialog import GridSweepDialog
 from app.sweep.sweep_view import SweepView
 from app.theme import Theme
+from app.timeline.overlay_data import match_text
 from app.timeline.timeline_view import PREDICTED, Hit, TimelineView
 from app.whatif.compare_view import CompareView
 from app.whatif.config_panel import ConfigPanel
@@ -227,7 +228,11 @@ class WhatIfWorkbench(WorkbenchMenus, OverlayChoice, ScenarioExport, SessionKeep
             self.show_scenario(s.id)
         self.timings["last_run_s"] = s.seconds
         self.timings["last_show_s"] = time.perf_counter() - t0
-        self.notify(f"What-if: {s.name} ready in {s.seconds:.2f} s.")
+        match = match_text(s.overlay) if s.kind == "replay" else ""
+        if match:  # how well the replay reproduces the trace, in the terms of what is drawn
+            self.notify(f"Replay {match}.", 15_000)
+        else:
+            self.notify(f"What-if: {s.name} ready in {s.seconds:.2f} s.")
         self.scenario_added.emit(s)
 
     def _on_sweep(self, outcome: SweepOutcome) -> None:
