@@ -156,6 +156,8 @@ def test_app_on_a_real_x_server(xvfb: str, scale: int, tmp_path: Path) -> None:
 
     demo = steps["demo"]
     assert demo["loaded"] and demo["baseline_idle"] and demo["ranks"] == 8, demo
+    # the default view after the automatic baseline replay: the measured colours, the replay's match
+    assert demo["shown_mode"] == "differences" and "matches the measured timeline within" in demo["status"]
     for name in ("click", "W", "S", "D", "A", "F", "0", "]", "]]", "["):
         assert steps[name]["ok"], f"{name}: {steps[name]}"
     what_if = steps["what_if"]

@@ -138,7 +138,7 @@ class Driver:
             "loaded": loaded and w.loaded is not None,
             "baseline_idle": idle,
             "ranks": len(w.loaded.job.ranks) if w.loaded else 0,
-            "status": w.statusBar().currentMessage(),
+            "status": w.workbench.last_notice,
             "shown_mode": w.timeline.shown_mode,
             "row_height_px": self.row_height_px(),
         }
