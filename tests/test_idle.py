@@ -87,3 +87,13 @@ def test_replay_idle_json_and_keep_stalls(tmp_path) -> None:
     assert k["stalls_kept"] is True
     # delays kept as fixed waits: the GPU starts as measured, closer than without them
     assert k["gpu_start_error_us"]["p95"] <= d["gpu_start_error_us"]["p95"]
+
+
+def test_estimate_says_whether_stalls_were_kept(tmp_path) -> None:
+    folder = str(shared("a100-ddp-2rank"))
+    plain = run_lumos("estimate", folder, "--dp", "4", "-q", tmp_path=tmp_path)
+    assert plain.returncode == 0, plain.stderr
+    assert "stalls not kept" in plain.stdout
+    kept = run_lumos("estimate", folder, "--dp", "4", "--keep-stalls", "--json", "-q", tmp_path=tmp_path)
+    assert kept.returncode == 0, kept.stderr
+    assert json.loads(kept.stdout)["stalls_kept"] is True

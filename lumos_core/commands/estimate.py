@@ -15,6 +15,8 @@ from lumos_core.commands.common import (
     profile_from_args,
     terminal_progress,
 )
+from lumos_core.graph.build import build_graph
+from lumos_core.progress import scaled
 from lumos_core.trace.loader import load_job
 from lumos_core.whatif.baseline import group_roles, infer_baseline
 from lumos_core.whatif.config import KNOBS, RECOMPUTE_MODES, JobConfig, check
@@ -96,6 +98,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--force", action="store_true", help="replace DIR if it exists")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument(
+        "--keep-stalls",
+        action="store_true",
+        help="keep GPU delays no dependency explains as fixed waits in the predicted job (a job "
+        "disturbed while it was traced); by default they are not replayed",
+    )
     add_profile_argument(p)
     p.add_argument(
         "--memory-only",
@@ -134,12 +142,15 @@ def run(args: argparse.Namespace) -> int:
     check(config, baseline)
     if args.memory_only:
         return _memory_only(job, baseline, config, args.json)
+    progress = terminal_progress(not args.quiet)
+    graph = build_graph(job, progress=scaled(progress, 0.0, 0.4), absorb_unexplained=args.keep_stalls)
     result = estimate(
         job,
         config,
         baseline=baseline,
-        progress=terminal_progress(not args.quiet),
+        progress=scaled(progress, 0.4, 1.0),
         profile=profile_from_args(args),
+        graph=graph,
     )
     if args.out is not None:
         write_job(
@@ -155,6 +166,7 @@ def run(args: argparse.Namespace) -> int:
         )
     if args.json:
         d = result.as_dict()
+        d["stalls_kept"] = args.keep_stalls
         if args.out is not None:
             d["out"] = str(args.out)
         sys.stdout.write(
@@ -162,7 +174,18 @@ def run(args: argparse.Namespace) -> int:
         )
     else:
         print(format_estimate(result, args.out))
+        print(stalls_line(args.keep_stalls, graph.unexplained_ns))
     return 0
+
+
+def stalls_line(kept: bool, unexplained_ns: int) -> str:
+    """Whether the GPU delays no dependency explains were kept in the what-if."""
+    if kept:
+        return f"stalls kept: {unexplained_ns / 1e6:.1f} ms of unexplained GPU delay replayed as fixed waits"
+    return (
+        f"stalls not kept: {unexplained_ns / 1e6:.1f} ms of unexplained GPU delay in the trace is not "
+        "replayed (--keep-stalls keeps it)"
+    )
 
 
 def _memory_only(job, baseline, config: JobConfig, as_json: bool) -> int:  # type: ignore[no-untyped-def]
