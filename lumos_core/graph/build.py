@@ -19,7 +19,8 @@ from lumos_core.graph.edges import (
     collective_joins,
     typical_launch_latency,
 )
-from lumos_core.graph.model import NO_ANCHOR, EdgeKind, ExecutionGraph, NodeType
+from lumos_core.graph.factory import Dependencies, make_graph
+from lumos_core.graph.model import NO_ANCHOR, EdgeKind, ExecutionGraph, GraphOrigin, NodeType
 from lumos_core.graph.nodes import RankNodes, rank_nodes
 from lumos_core.graph.order import csr, cycle_message, topological_order
 from lumos_core.os_memory import release_free_heap
@@ -126,39 +127,22 @@ def build_graph(
         )
         e_lag = calibrate_end_lags(node, e_src, e_dst, e_lag, e_end)
 
-    sp_ptr, (s_src, s_lag, s_end, s_kind) = csr(n_nodes, s_dst, s_src, s_lag, s_end, s_kind)
-    ep_ptr, (e_src, e_lag, e_end, e_kind) = csr(n_nodes, e_dst, e_src, e_lag, e_end, e_kind)
     progress(0.85, "ordering tasks")
-    try:
-        order = topological_order(node, sp_ptr, s_src, ep_ptr, e_src)
-    except GraphError as exc:  # say which file and tasks: node ids mean nothing to a user
-        raise GraphError(cycle_message(job, node, exc)) from None
-
-    node_of_event = {rn.rank.rank: rn.node_of_event for rn in ranks}
-    graph = ExecutionGraph(
-        job=job,
+    graph = make_graph(
+        job,
+        origin=GraphOrigin.TRACED,
         rank=node["rank"],
         event=node["event"],
         node_type=node["type"],
         proc=node["proc"],
         dur=node["dur"],
         anchor=anchor,
-        measured_start=node["ms"],
-        measured_end=node["me"],
-        sp_ptr=sp_ptr,
-        sp_src=s_src.astype(np.int32),
-        sp_lag=s_lag,
-        sp_from_end=s_end,
-        sp_kind=s_kind,
-        ep_ptr=ep_ptr,
-        ep_src=e_src.astype(np.int32),
-        ep_lag=e_lag,
-        ep_from_end=e_end,
-        ep_kind=e_kind,
-        order=order,
+        start_deps=Dependencies(s_src, s_dst, s_lag, s_end, s_kind),
+        end_deps=Dependencies(e_src, e_dst, e_lag, e_end, e_kind),
         procs=procs,
-        arrive_of=arrive_of.astype(np.int32),
-        rank_nodes=node_of_event,
+        arrive_of=arrive_of,
+        measured=(node["ms"], node["me"]),
+        rank_nodes={rn.rank.rank: rn.node_of_event for rn in ranks},
         unexplained_ns=unexplained,
         notes=_summarise_notes(notes)
         + (

@@ -35,7 +35,7 @@ orders the nodes.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import IntEnum
+from enum import Enum, IntEnum
 
 import numpy as np
 
@@ -82,12 +82,23 @@ class NodeType(IntEnum):
     JOIN = 3  # a collective instance: starts when every participant has arrived
 
 
+class GraphOrigin(Enum):
+    """Where a graph's tasks come from."""
+
+    TRACED = "traced"  # built from a trace: every node has its measured start and end
+    REBUILT = "rebuilt"  # rebuilt by a what-if (new pipeline, microbatches, layers): never measured
+
+
 @dataclass
 class ExecutionGraph:
     """Nodes and dependencies as columns. Node ids are global over the job.
 
     Start dependencies ``sp_*`` (CSR by destination): ``start[v] >= (end|start)[src] + lag``.
     End dependencies ``ep_*`` (CSR by destination): ``end[v] >= end[src] + lag`` (blocking calls).
+
+    Made by :func:`lumos_core.graph.factory.make_graph`. ``measured_start``/``measured_end`` are
+    None for a rebuilt graph (``origin`` REBUILT): its tasks never ran, and the source events they
+    were copied from (``rank``/``event``) are the only measured times there are.
     """
 
     job: Job
@@ -97,8 +108,8 @@ class ExecutionGraph:
     proc: np.ndarray  # int32 processor (index into procs), -1 for JOIN
     dur: np.ndarray  # int64 ns
     anchor: np.ndarray  # int64 earliest start (the measured start of a task nothing precedes)
-    measured_start: np.ndarray
-    measured_end: np.ndarray
+    measured_start: np.ndarray | None  # int64 ns per node; None for a rebuilt graph
+    measured_end: np.ndarray | None
     sp_ptr: np.ndarray
     sp_src: np.ndarray
     sp_lag: np.ndarray
@@ -112,9 +123,16 @@ class ExecutionGraph:
     order: np.ndarray  # a topological order of the nodes
     procs: list[tuple[int, int]]  # (rank, lane) per processor
     arrive_of: np.ndarray  # int32: for a collective's transfer node, its ARRIVE node, else -1
+    origin: GraphOrigin
     rank_nodes: dict[int, np.ndarray] = field(default_factory=dict)  # rank -> task node per event (-1)
     unexplained_ns: int = 0
     notes: list[str] = field(default_factory=list)
+
+    def measured(self) -> tuple[np.ndarray, np.ndarray]:
+        """Measured (start, end) of every node; a rebuilt graph has none and says so."""
+        if self.measured_start is None or self.measured_end is None:
+            raise ValueError(f"a {self.origin.value} execution graph has no measured times")
+        return self.measured_start, self.measured_end
 
     @property
     def n_nodes(self) -> int:

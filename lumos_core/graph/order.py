@@ -22,18 +22,20 @@ def csr(n: int, dst: np.ndarray, *cols: np.ndarray) -> tuple[np.ndarray, tuple[n
 
 
 def topological_order(
-    node: dict[str, np.ndarray],
+    measured_start: np.ndarray,
+    measured_end: np.ndarray,
+    node_type: np.ndarray,
     sp_ptr: np.ndarray,
     sp_src: np.ndarray,
     ep_ptr: np.ndarray,
     ep_src: np.ndarray,
 ) -> np.ndarray:
     """Measured time is almost a topological order; verify it, and fall back to Kahn's algorithm."""
-    n = len(node["dur"])
-    key = node["ms"].astype(np.int64).copy()
+    n = len(node_type)
+    key = measured_start.astype(np.int64).copy()
     has_end_dep = np.diff(ep_ptr) > 0
-    key[has_end_dep] = node["me"][has_end_dep]  # a blocking call is final when it ends
-    typ = node["type"]
+    key[has_end_dep] = measured_end[has_end_dep]  # a blocking call is final when it ends
+    typ = node_type
     # Ties: at equal times a collective's join comes after every other node (its arrivals included),
     # then by id (chain order). A transfer starts with its join but sorts before it, so graphs with
     # collectives usually fail the check below and take Kahn's algorithm, which orders them right.
@@ -117,12 +119,12 @@ def kahn_reference(n: int, src: np.ndarray, dst: np.ndarray, key: np.ndarray) ->
     return np.asarray(out, np.int32)
 
 
-def cycle_message(job: Job, node: dict[str, np.ndarray], exc: GraphError) -> str:
+def cycle_message(job: Job, rank: np.ndarray, event: np.ndarray, exc: GraphError) -> str:
     """A cycle error naming the rank files and tasks involved (instead of node ids)."""
     count, stuck = getattr(exc, "stuck", (0, []))
     tasks, files = [], []
     for v in stuck:
-        r, e = int(node["rank"][v]), int(node["event"][v])
+        r, e = int(rank[v]), int(event[v])
         if r < 0 or e < 0:  # a collective's join node
             continue
         t = job.rank(r)

@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from lumos_core.errors import ConfigError
-from lumos_core.graph.model import NO_ANCHOR, EdgeKind, ExecutionGraph, NodeType
-from lumos_core.graph.order import csr, kahn
+from lumos_core.graph.factory import Dependencies, make_graph
+from lumos_core.graph.model import NO_ANCHOR, EdgeKind, ExecutionGraph, GraphOrigin, NodeType
 from lumos_core.perf import costs
 from lumos_core.perf.hardware import get_gpu
 from lumos_core.trace.model import CollectiveKind, Job, Kind, LaneRole, RankTrace
@@ -684,42 +684,25 @@ def _finish(job: Job, b: Builder) -> ExecutionGraph:
     n = len(b.dur)
     sp = np.asarray(b.sp, dtype=np.int64).reshape(-1, 5)
     ep = np.asarray(b.ep, dtype=np.int64).reshape(-1, 5)
-    sp_ptr, (s_src, s_lag, s_end, s_kind) = csr(
-        n, sp[:, 1], sp[:, 0], sp[:, 2], sp[:, 3].astype(bool), sp[:, 4].astype(np.int8)
-    )
-    ep_ptr, (e_src, e_lag, e_end, e_kind) = csr(
-        n, ep[:, 1], ep[:, 0], ep[:, 2], ep[:, 3].astype(bool), ep[:, 4].astype(np.int8)
-    )
-    dst = np.repeat(np.arange(n), np.diff(sp_ptr))
-    edst = np.repeat(np.arange(n), np.diff(ep_ptr))
-    # No measured times exist for the new arrangement: the order comes from the graph itself.
-    order = kahn(n, np.concatenate([s_src, e_src]), np.concatenate([dst, edst]), np.arange(n, dtype=np.int64))
     anchor = np.full(n, NO_ANCHOR, np.int64)
-    anchor[np.diff(sp_ptr) == 0] = 0
-    zeros = np.zeros(n, np.int64)
-    return ExecutionGraph(
-        job=job,
+    has_pred = np.zeros(n, bool)
+    has_pred[sp[:, 1]] = True
+    anchor[~has_pred] = 0  # the new job starts at 0; everything else follows its dependencies
+
+    def deps(e: np.ndarray) -> Dependencies:
+        return Dependencies(e[:, 0], e[:, 1], e[:, 2], e[:, 3].astype(bool), e[:, 4].astype(np.int8))
+
+    return make_graph(
+        job,
+        origin=GraphOrigin.REBUILT,
         rank=np.asarray(b.rank, np.int32),
         event=np.asarray(b.event, np.int32),
         node_type=np.asarray(b.node_type, np.int8),
         proc=np.asarray(b.proc, np.int32),
         dur=np.asarray(b.dur, np.int64),
         anchor=anchor,
-        measured_start=zeros,
-        measured_end=zeros,
-        sp_ptr=sp_ptr,
-        sp_src=s_src.astype(np.int32),
-        sp_lag=s_lag,
-        sp_from_end=s_end,
-        sp_kind=s_kind,
-        ep_ptr=ep_ptr,
-        ep_src=e_src.astype(np.int32),
-        ep_lag=e_lag,
-        ep_from_end=e_end,
-        ep_kind=e_kind,
-        order=order,
+        start_deps=deps(sp),
+        end_deps=deps(ep),
         procs=list(b.procs),
         arrive_of=np.asarray(b.arrive_of, np.int32),
-        rank_nodes={},
-        notes=[],
     )

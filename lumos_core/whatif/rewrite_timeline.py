@@ -15,6 +15,7 @@ import orjson
 from lumos_core.graph.model import EdgeKind, ExecutionGraph, NodeType
 from lumos_core.trace.model import GPU_ACTIVITY_KINDS, Collectives, Kind, Lane, LaneRole, RankTrace
 from lumos_core.trace.rank_analysis import analyse_rank
+from lumos_core.whatif.parent_placement import copies_of, parent_copy, place
 from lumos_core.whatif.rewrite import PP_STREAM, Rewritten
 
 
@@ -35,6 +36,9 @@ class _Rows:
         self.args_start: list[int] = []
         self.args_len: list[int] = []
         self.node: list[int] = []  # graph node behind the row (-1: none)
+        # Nesting among rows with the same start and duration (a parent squeezed to its children's
+        # span): outer operators first, tasks last.
+        self.nesting: list[int] = []
         self.blob = bytearray()
         self.blob_base: dict[int, int] = {}
 
@@ -70,6 +74,7 @@ class _Rows:
         ext: int,
         args: tuple[int, int],
         node: int,
+        nesting: int = 1 << 15,
     ) -> None:
         self.kind.append(kind)
         self.cat.append(self.intern(cat))
@@ -82,6 +87,7 @@ class _Rows:
         self.args_start.append(args[0])
         self.args_len.append(args[1])
         self.node.append(node)
+        self.nesting.append(nesting)
 
 
 def rewritten_timelines(
@@ -146,77 +152,33 @@ def rewritten_timelines(
         # Operators and annotations around copied tasks move with them.
         row_start = np.asarray(rows.start, np.int64)
         row_end = row_start + np.asarray(rows.dur, np.int64)
+        copies = []
         for (_inst, r, p), all_members in desc.items():
             src = by_rank[r]
             if src.strings[int(src.name[p])].startswith("ProfilerStep#"):
                 continue
-            for m in _copies(all_members, row_start, rows.node, g):
-                _add_parent(rows, g, src, p, m, row_start, row_end)
+            for m in copies_of(all_members, row_start, rows.node, g):
+                copies.append(parent_copy(g, src, p, m, row_start, row_end, rows.node, rows.lane))
+        place(copies, row_start, row_end, np.asarray(rows.lane, np.int64))
+        for c in copies:
+            rows.add(
+                int(c.src.kind[c.event]),
+                c.src.strings[int(c.src.cat[c.event])],
+                c.src.strings[int(c.src.name[c.event])],
+                c.lane,
+                c.start,
+                c.end - c.start,
+                -1,
+                int(c.src.external_id[c.event]),
+                rows.args_ref(c.src, c.event),
+                -1,
+                int(c.src.depth[c.event]),
+            )
         _add_steps(rows, rw, nr, start, end, lanes)
         t, order = _assemble(nr, rows, lanes, by_rank)
         node_of_rows[nr] = np.asarray(rows.node, np.int64)[order]
         out.append(t)
     return out, node_of_rows
-
-
-def _copies(
-    members: list[int], row_start: np.ndarray, row_node: list[int], g: ExecutionGraph
-) -> list[np.ndarray]:
-    """Split the rows under one source operator into its copies: a rebuilt job repeats a traced
-    operator (every iteration, microbatch or layer built from it), and each copy holds each of the
-    source's tasks once, so a copy ends where a source task comes round again (in time order)."""
-    m = np.asarray(members)
-    m = m[np.argsort(row_start[m], kind="stable")]
-    out: list[np.ndarray] = []
-    seen: set[int] = set()
-    begin = 0
-    for i, row in enumerate(m.tolist()):
-        node = row_node[row]
-        src_event = int(g.event[node]) if node >= 0 else -1 - row
-        if src_event in seen:
-            out.append(m[begin:i])
-            seen = set()
-            begin = i
-        seen.add(src_event)
-    out.append(m[begin:])
-    return out
-
-
-def _add_parent(
-    rows: _Rows,
-    g: ExecutionGraph,
-    src: RankTrace,
-    p: int,
-    m: np.ndarray,
-    row_start: np.ndarray,
-    row_end: np.ndarray,
-) -> None:
-    """One copy of the source operator ``p`` around its copied task rows ``m``."""
-    s_new = row_start[m]
-    e_new = row_end[m]
-    first, lastm = int(m[np.argmin(s_new)]), int(m[np.argmax(e_new)])
-    node_first = rows.node[first]
-    node_last = rows.node[lastm]
-    # The operator's own time before its first and after its last task, as traced (from the source
-    # events: a rebuilt graph's measured times are those of the copies, on another time base).
-    e_first = int(g.event[node_first]) if node_first >= 0 else -1
-    e_last = int(g.event[node_last]) if node_last >= 0 else -1
-    lead = int(src.start[e_first]) - int(src.start[p]) if e_first >= 0 else 0
-    tail = int(src.start[p] + src.dur[p]) - int(src.start[e_last] + src.dur[e_last]) if e_last >= 0 else 0
-    s0 = int(s_new.min()) - max(lead, 0)
-    e0 = int(e_new.max()) + max(tail, 0)
-    rows.add(
-        int(src.kind[p]),
-        src.strings[int(src.cat[p])],
-        src.strings[int(src.name[p])],
-        rows.lane[first],
-        s0,
-        e0 - s0,
-        -1,
-        int(src.external_id[p]),
-        rows.args_ref(src, p),
-        -1,
-    )
 
 
 def _make_lanes(sources: list[tuple[int, int]], by_rank: dict[int, RankTrace]) -> list[Lane]:
@@ -432,8 +394,19 @@ def _add_steps(
                     int(end[mine & (rw.instance >= first_inst) & (rw.instance < last_inst)].max()),
                 )
             )
+    # An operator around an iteration's first task starts before it (its lead): so does the step.
+    on_main = np.asarray(rows.lane, np.int64) == main
+    row_start = np.asarray(rows.start, np.int64)[on_main]
+    row_end = row_start + np.asarray(rows.dur, np.int64)[on_main]
     for k, (s, e) in enumerate(bounds):
-        stop = bounds[k + 1][0] if k + 1 < len(bounds) else e
+        straddle = (row_start < s) & (row_end > s)
+        if straddle.any():
+            bounds[k] = (int(row_start[straddle].min()), e)
+    for k, (s, e) in enumerate(bounds):
+        if k + 1 < len(bounds):
+            stop = bounds[k + 1][0]
+        else:  # the last step holds the operators it started, tails included
+            stop = max([e, *row_end[row_start >= s].tolist()])
         rows.add(
             int(Kind.USER_ANNOTATION),
             "user_annotation",
@@ -445,6 +418,7 @@ def _add_steps(
             -1,
             (0, 0),
             -1,
+            -1,  # outermost
         )
 
 
@@ -456,7 +430,7 @@ def _assemble(
     dur = np.asarray(rows.dur, np.int64)
     lane = np.asarray(rows.lane, np.int32)
     shift = int(start.min()) if n else 0
-    order = np.lexsort((-dur, start, lane))
+    order = np.lexsort((np.asarray(rows.nesting, np.int64), -dur, start, lane))
     lane_sorted = lane[order]
     first_src = next(iter(by_rank.values()))
     t = RankTrace(
