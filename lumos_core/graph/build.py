@@ -22,7 +22,6 @@ from lumos_core.graph.edges import (
 from lumos_core.graph.factory import Dependencies, make_graph
 from lumos_core.graph.model import NO_ANCHOR, EdgeKind, ExecutionGraph, GraphOrigin, NodeType
 from lumos_core.graph.nodes import RankNodes, rank_nodes
-from lumos_core.graph.order import csr, cycle_message, topological_order
 from lumos_core.os_memory import release_free_heap
 from lumos_core.progress import Progress, no_progress
 from lumos_core.trace.model import Job
