@@ -37,6 +37,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="show the baseline replay over the measured timeline (it always runs when a job opens)",
     )
     g.add_argument(
+        "--predict-from",
+        metavar="OTHER",
+        help="predict the open job from the traces of another run and draw it over the measured one "
+        "(as What-if > Predict This Job from...; the numbers of lumos validate OTHER PATH)",
+    )
+    g.add_argument(
         "--session", metavar="FILE", help="reopen a saved session (traces, baseline values, scenarios)"
     )
     g.add_argument(
@@ -53,7 +59,7 @@ def parse_estimates(ns: argparse.Namespace) -> list[dict[str, Any]]:
 
 
 def wants_what_if(ns: argparse.Namespace) -> bool:
-    return bool(ns.estimate or ns.replay or ns.session)
+    return bool(ns.estimate or ns.replay or ns.session or ns.predict_from)
 
 
 def install(window: MainWindow, ns: argparse.Namespace, estimates: list[dict[str, Any]]) -> None:
@@ -65,12 +71,14 @@ def install(window: MainWindow, ns: argparse.Namespace, estimates: list[dict[str
         state["loaded"] = True
         for changes in estimates:
             wb.enqueue_estimate(changes)
+        if ns.predict_from:
+            wb.enqueue_predict_from(ns.predict_from)
 
     def on_idle() -> None:
         if not state["loaded"] and not ns.session:
             return
         wanted = None
-        if estimates:
+        if estimates or ns.predict_from:
             wanted = next((s for s in reversed(list(wb.scenarios.values())) if s.kind == "estimate"), None)
         elif ns.replay:
             wanted = next((s for s in wb.scenarios.values() if s.kind == "replay"), None)
@@ -87,6 +95,8 @@ def check(ns: argparse.Namespace) -> str:
     """Why these options cannot be combined (empty when they can)."""
     if ns.session and (ns.path or ns.demo):
         return "--session opens its own traces: give it without PATH or --demo"
+    if ns.predict_from and not ns.path:
+        return "--predict-from needs the job to predict: give its PATH"
     try:
         parse_estimates(ns)
     except LumosError as exc:

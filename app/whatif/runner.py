@@ -23,6 +23,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import QObject, Signal
@@ -31,12 +32,14 @@ from app.jobs import BackgroundTask
 from app.loaded_job import LoadedJob, infer_job_baseline
 from app.timeline.overlay_data import PredictedOverlay, build_overlay
 from lumos_core import jit
+from lumos_core.compare.validate import prediction_scenario, validate_jobs
 from lumos_core.graph.build import build_graph
 from lumos_core.graph.model import ExecutionGraph
 from lumos_core.progress import Progress, scaled
 from lumos_core.replay.run import ReplayResult, replay
 from lumos_core.sweep.point import GridRow
 from lumos_core.sweep.run import SweepReport, run_axis
+from lumos_core.trace.loader import load_job
 from lumos_core.trace.model import Job
 from lumos_core.whatif.config import Baseline
 from lumos_core.whatif.estimate import EstimateResult, estimate
@@ -54,6 +57,7 @@ class Request:
     knob: str = ""
     values: list[Any] = field(default_factory=list)
     auto: bool = False  # the baseline replay started when the job opened
+    source: str = ""  # predict_from: the other job's trace folder
     requested_at: float = field(default_factory=time.perf_counter)
 
     @property
@@ -62,6 +66,8 @@ class Request:
             return "replaying the traced configuration"
         if self.kind == "sweep":
             return f"sweeping {self.knob} over {len(self.values)} values"
+        if self.kind == "predict_from":
+            return f"predicting this job from {self.source}"
         return f"estimating {self.name or format_changes(self.changes)}"
 
 
@@ -163,6 +169,27 @@ def estimate_work(
         overlay = build_overlay(loaded, result.timeline, summary)
         progress(1.0, "estimate done")
         return summary, result, overlay
+
+    return work
+
+
+def predict_from_work(
+    loaded: LoadedJob, source: str, name: str | None
+) -> Callable[..., tuple[ScenarioSummary, EstimateResult, PredictedOverlay]]:
+    """This job predicted from another one (``lumos validate SOURCE THIS``): the knobs that differ
+    become the what-if of the other job, drawn over this one with the error table in its notes."""
+
+    def work(
+        progress: Progress, _on_file: object
+    ) -> tuple[ScenarioSummary, EstimateResult, PredictedOverlay]:
+        other = load_job(source, progress=scaled(progress, 0.0, 0.3), workers=1)
+        v = validate_jobs(other, loaded.job, progress=scaled(progress, 0.3, 0.85))
+        progress(0.88, "measuring the prediction against this job")
+        summary = prediction_scenario(loaded.job, v, name or f"predicted from {Path(source).name}")
+        progress(0.94, "arranging the predicted ranks")
+        overlay = build_overlay(loaded, v.result.timeline, summary)
+        progress(1.0, "prediction done")
+        return summary, v.result, overlay
 
     return work
 
@@ -327,6 +354,8 @@ class WhatIfRunner(QObject):
         token = self._token
         if req.kind == "replay":
             fn = replay_work(self.loaded, self.baseline, self.cache, req.name or BASELINE_NAME)
+        elif req.kind == "predict_from":
+            fn = predict_from_work(self.loaded, req.source, req.name)
         elif req.kind == "sweep":
             fn = sweep_work(self.loaded, self.baseline, self.cache, req.knob, req.values, dict(req.changes))
         else:

@@ -17,10 +17,11 @@ entries it adds to the window's toolbar and menus (:mod:`app.whatif.workbench_me
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import QObject, Qt, QTimer, Signal
-from PySide6.QtWidgets import QDockWidget, QLabel, QWidget
+from PySide6.QtWidgets import QDockWidget, QFileDialog, QLabel, QWidget
 
 from app.loaded_job import LoadedJob
 from app.panels.details_panel import EventDetails, describe_event
@@ -190,6 +191,20 @@ class WhatIfWorkbench(WorkbenchMenus, OverlayChoice, ScenarioExport, SessionKeep
 
     def enqueue_estimate(self, changes: dict[str, Any], name: str | None = None) -> bool:
         return self.runner.enqueue(Request("estimate", dict(changes), name or None))
+
+    def request_predict_from(self, source: str | Path) -> bool:
+        """Predict the open job from another measured job (What-if > Predict This Job from...)."""
+        return self.runner.request(Request("predict_from", {}, None, source=str(source)))
+
+    def enqueue_predict_from(self, source: str | Path) -> bool:
+        return self.runner.enqueue(Request("predict_from", {}, None, source=str(source)))
+
+    def ask_predict_from(self) -> None:
+        folder = QFileDialog.getExistingDirectory(
+            self.dialog_parent(), "Predict This Job from the Traces of Another Run"
+        )
+        if folder:
+            self.request_predict_from(folder)
 
     def request_sweep(self, knob: str, values: list[Any]) -> bool:
         return self.runner.request(Request("sweep", {}, knob=knob, values=list(values)))

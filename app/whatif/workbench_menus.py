@@ -41,6 +41,7 @@ class WorkbenchMenus:
         def ask_export_timeline(self, scenario_id: int) -> None: ...
         def ask_export_tables(self, scenario_id: int) -> None: ...
         def request_replay(self) -> bool: ...
+        def ask_predict_from(self) -> None: ...
 
     def install_toolbar(self, tb: QToolBar) -> None:
         tb.addSeparator()
@@ -78,6 +79,14 @@ class WorkbenchMenus:
             a.triggered.connect(slot)
             run_menu.addAction(a)
         run_menu.addAction(self.grid_sweep.open_action)
+        run_menu.addSeparator()
+        predict = QAction("&Predict This Job from…", run_menu)
+        predict.setToolTip(
+            "Pick the traces of another run: the knobs that differ are estimated from it and drawn over "
+            "this job, with the error per family and collective (lumos validate OTHER THIS)"
+        )
+        predict.triggered.connect(lambda _c=False: self.ask_predict_from())
+        run_menu.addAction(predict)
         run_menu.addSeparator()
         for label, tab in (
             ("Show &Timeline", None),

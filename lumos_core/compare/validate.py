@@ -11,6 +11,7 @@ prediction is only worth something where it beats that.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,6 +24,7 @@ from lumos_core.progress import Progress, no_progress
 from lumos_core.trace.model import Job
 from lumos_core.whatif.config import check
 from lumos_core.whatif.estimate import EstimateResult, estimate, outcome_of
+from lumos_core.whatif.scenario import ScenarioSummary, summarize_estimate
 
 # Knobs that ``lumos estimate`` models (the device is modelled as the ``gpu`` knob when both
 # devices are known GPU profiles).
@@ -244,3 +246,37 @@ def validate_jobs(
         measured_breakdown=measured.breakdown.as_us(),
         notes=notes,
     )
+
+
+def error_lines(v: Validation) -> list[str]:
+    """The error table as short lines (for the app's notes on a prediction from another job)."""
+    d = v.as_dict()
+    lines = [
+        f"predicted from {d['a']}: iteration {d['predicted_us'] / 1000:.2f} ms vs measured "
+        f"{d['measured_us'] / 1000:.2f} ms, error {d['error_pct']:+.1f}% (null model, this job = "
+        f"the other: {d['null_error_pct']:+.1f}%)"
+    ]
+    for r in d["families"]:
+        if r["error_pct"] is not None:
+            lines.append(
+                f"  {r['family']}: predicted {r['predicted_us'] / 1000:.2f} ms, measured "
+                f"{r['measured_us'] / 1000:.2f} ms ({r['error_pct']:+.1f}%)"
+            )
+    for r in d["collectives"]:
+        if r["error_pct"] is not None:
+            lines.append(
+                f"  {r['kind']}: predicted {r['predicted_us'] / 1000:.2f} ms, measured "
+                f"{r['measured_us'] / 1000:.2f} ms ({r['error_pct']:+.1f}%)"
+            )
+    if v.unmodelled:
+        lines.append("not modelled: " + ", ".join(f"{k} {a} -> {b}" for k, (a, b) in v.unmodelled.items()))
+    return lines
+
+
+def prediction_scenario(job_b: Job, v: Validation, name: str | None = None) -> ScenarioSummary:
+    """The prediction of ``job_b`` from another job as a what-if scenario of ``job_b``: its
+    iterations and outcome measured against ``job_b`` (not against the job it was predicted from),
+    the error table in its notes."""
+    summary = summarize_estimate(job_b, v.result, dict(v.changes), name or f"predicted from {v.pair.a.path}")
+    measured = outcome_of(v.pair.b.baseline.config, job_b.ranks)
+    return dataclasses.replace(summary, measured=measured, notes=error_lines(v) + list(summary.notes))

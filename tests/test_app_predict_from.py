@@ -1,0 +1,76 @@
+"""What-if > Predict This Job from...: with a measured job open, pick another run; the prediction
+from it is drawn over the open job with the error table, and kept as a scenario. Real CPU pair:
+4 layers (the other run) -> 8 layers (the open job)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from app_helpers import close_window, open_in_window
+from conftest import REPO, add_artifact, artifact_dir
+from PySide6.QtWidgets import QApplication
+
+from lumos_core.compare.validate import validate_jobs
+from lumos_core.trace.loader import load_job
+
+pytest_plugins = ["app_fixtures"]  # isolated QSettings
+
+CPU_GPT = REPO / "tests" / "data" / "cpu-gpt"
+
+
+def wait_idle(w, timeout_s: float = 90.0) -> None:  # type: ignore[no-untyped-def]
+    r = w.workbench.runner
+    end = time.monotonic() + timeout_s
+    while (r.busy or r.live_threads) and time.monotonic() < end:
+        QApplication.processEvents()
+        time.sleep(0.005)
+    QApplication.processEvents()
+    assert not r.busy and not r.live_threads, "the prediction did not finish"
+
+
+@pytest.fixture(scope="module")
+def win(qapp):  # type: ignore[no-untyped-def]
+    w = open_in_window(qapp, CPU_GPT / "layers8")
+    yield w
+    close_window(w)
+
+
+def test_predict_this_job_from_another_run_is_lumos_validate(win) -> None:
+    wb = win.workbench
+    before = set(wb.scenarios)
+    assert wb.request_predict_from(CPU_GPT / "base")
+    wait_idle(win)
+    new = [s for k, s in wb.scenarios.items() if k not in before]
+    assert len(new) == 1, win.last_error
+    s = new[0]
+    v = validate_jobs(load_job(CPU_GPT / "base"), load_job(CPU_GPT / "layers8"))
+    assert s.summary.iteration_us == pytest.approx(v.predicted_us, rel=1e-9)  # the CLI's numbers
+    assert s.summary.measured.iteration_us == pytest.approx(v.measured_us, rel=1e-9)  # the open job's
+    assert "predicted from" in s.name
+    assert any("error" in n and "null model" in n for n in s.summary.notes)  # the error table
+    assert any(n.strip().startswith("GEMM") for n in s.summary.notes)
+    assert wb.shown is s  # drawn over the measured job
+    assert s.kind == "estimate"  # kept like any other scenario: listed, compared, exported
+
+
+def test_screenshot_of_the_prediction_over_the_measured_job(win) -> None:
+    view = win.timeline
+    view.set_all_ranks_collapsed(False)
+    view.set_all_cpu_expanded(True)
+    view.zoom_to_iteration(1)
+    QApplication.processEvents()
+    out = artifact_dir("predict-from") / "predicted-from-base-over-layers8.png"
+    assert win.grab().save(str(out))
+    add_artifact(f"prediction from another run over the measured job: {out}")
+
+
+def test_a_bad_pair_is_explained_not_raised(win, tmp_path) -> None:
+    wb = win.workbench
+    before = set(wb.scenarios)
+    errors: list[str] = []
+    wb.runner.failed.connect(lambda _req, msg: errors.append(msg))
+    assert wb.request_predict_from(tmp_path)  # an empty folder: nothing to predict from
+    wait_idle(win)
+    assert set(wb.scenarios) == before
+    assert errors and "Traceback" not in errors[0]
