@@ -45,3 +45,26 @@ def test_idle_tab_lists_causes_and_selects_an_offender(win) -> None:
     chosen = pane.delays.model.rows[pane.delays.proxy.mapToSource(top).row()]
     assert win.timeline.selected == Hit(chosen.rank_index, chosen.event)
     assert "idle_causes" in win.summaries.tables()
+
+
+def test_unexplained_delays_are_hatched_on_their_lane_with_a_tooltip(win) -> None:
+    view = win.timeline
+    stalls = view.stall_item.stalls
+    assert stalls, "the A100 job has unexplained delays of a few µs"
+    s = max(stalls, key=lambda x: x.end_ms - x.start_ms)
+    row = view.stall_item.row_of(s)
+    assert row >= 0 and view.layout_model.rows[row].lane == s.lane
+    mid = (s.start_ms + s.end_ms) / 2
+    assert view.stall_item.stall_at(mid, row + 0.5) is s
+    text = view.describe_stall(mid, row + 0.5)
+    assert text.startswith("unexplained delay:") and s.task[:40] in text
+    assert view.describe_stall(mid, row + 3.5) == "" or view.stall_item.stall_at(mid, row + 3.5) is not None
+    # drawn: zoomed onto the delay, its hatch colour is on screen
+    view.zoom_to(s.start_ms - 0.05, s.end_ms + 0.05)
+    view.ensure_row_visible(row)
+    img = view.canvas.grab().toImage()
+    from app_helpers import color_pixels
+
+    from app.timeline.stall_item import HATCH
+
+    assert color_pixels(img, HATCH) > 0

@@ -26,6 +26,7 @@ from app.timeline.layer import IterationMark, Layer, LayerStyle
 from app.timeline.memory_lane import MemoryLaneItem
 from app.timeline.overlay_data import PredictedOverlay, measured_marks
 from app.timeline.span_item import OverlayItem, TimelineItem
+from app.timeline.stall_item import StallItem
 
 OVERLAY_MODES: dict[str, str] = {
     "differences": "Differences: predicted outlined only where it differs visibly",
@@ -52,6 +53,7 @@ class PredictionLayers:
     item: TimelineItem
     overlay: OverlayItem
     memory_item: MemoryLaneItem
+    stall_item: StallItem
     selected: Hit | None
     hover_hit: Hit | None
     match_masks: list[np.ndarray | None]
@@ -184,6 +186,7 @@ class PredictionLayers:
         self.label_axis.layout_model = layout
         self.item.set_data(layers, layout, marks)
         self.memory_item.layout = layout  # measured memory bands follow the new rows
+        self.stall_item.layout = layout  # and so do the measured lanes' unexplained delays
         if self.match_masks:
             self.item.set_match_masks(self.match_masks)
         self.set_iterations(marks, reset_cursor=False)

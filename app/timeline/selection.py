@@ -22,6 +22,7 @@ from app.timeline.lane_data import RowTable
 from app.timeline.lane_layout import LaneLayout
 from app.timeline.overlay_data import PredictedOverlay
 from app.timeline.span_item import Marker, OverlayItem, format_duration_ms
+from app.timeline.stall_item import StallItem
 from lumos_core.trace.kernel_families import Family
 from lumos_core.trace.model import GPU_ACTIVITY_KINDS, Kind, RankTrace
 
@@ -36,6 +37,7 @@ class TimelineSelection:
     view_box: TimelineViewBox
     canvas: TimelineCanvas
     overlay: OverlayItem
+    stall_item: StallItem
     selection_changed: Signal
     hovered: Signal
     measured: Signal
@@ -184,6 +186,13 @@ class TimelineSelection:
                     self.overlay.arrow = (QPointF(s, row + 0.5), QPointF(ds, self.row_of_event(dst) + 0.5))
         self.overlay.update()
 
+    def describe_stall(self, x_ms: float, y: float) -> str:
+        """Tooltip of the unexplained delay hatched under the pointer ("" if none)."""
+        x0, x1 = self.x_range()
+        px = (x1 - x0) / max(self.canvas.width(), 1)
+        stall = self.stall_item.stall_at(x_ms, y, slack_ms=2 * px)
+        return stall.describe() if stall is not None else ""
+
     def describe(self, hit: Hit) -> str:
         """One-line hover text: name, duration, lane, rank."""
         assert self.loaded is not None
@@ -227,7 +236,7 @@ class TimelineSelection:
         if hit == self.hover_hit:
             return
         self.hover_hit = hit
-        text = self.describe(hit) if hit is not None else ""
+        text = self.describe(hit) if hit is not None else self.describe_stall(p.x(), p.y())
         self.hovered.emit(text.replace("\n", "  ·  "))
         if text:
             QToolTip.showText(QCursor.pos(), text, self.canvas)

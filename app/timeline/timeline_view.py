@@ -46,6 +46,7 @@ from app.timeline.prediction_layers import GHOST_COLOR, OVERLAY_MODES, Predictio
 from app.timeline.search import TimelineSearch
 from app.timeline.selection import TimelineSelection
 from app.timeline.span_item import OverlayItem, TimelineItem
+from app.timeline.stall_item import StallItem, stalls_of
 
 __all__ = [
     "GHOST_COLOR",
@@ -98,6 +99,9 @@ class TimelineView(TimelineNavigation, TimelineSelection, TimelineSearch, Predic
         self.view_box.addItem(self.item, ignoreBounds=True)
         self.view_box.addItem(self.memory_item, ignoreBounds=True)
         self.memory_item.setZValue(5)
+        self.stall_item = StallItem(theme)
+        self.view_box.addItem(self.stall_item, ignoreBounds=True)
+        self.stall_item.setZValue(6)
         self.view_box.addItem(self.overlay, ignoreBounds=True)
         self.overlay.setZValue(10)
         self.scrollbar = QScrollBar(Qt.Orientation.Vertical)
@@ -131,6 +135,7 @@ class TimelineView(TimelineNavigation, TimelineSelection, TimelineSearch, Predic
             self.item.layers = []
             self.item.invalidate()
             self.memory_item.set_data(None, [], self.item.data_extent())
+            self.stall_item.set_data(None, [], self.item.data_extent())
             self.overlay.update()
             return
         ranks = loaded.job.ranks
@@ -143,6 +148,7 @@ class TimelineView(TimelineNavigation, TimelineSelection, TimelineSearch, Predic
         self.memory_item.set_data(
             self.layout_model, [curve_for(r, m) for r, m in zip(ranks, memory)], self.item.data_extent()
         )
+        self.stall_item.set_data(self.layout_model, stalls_of(loaded), self.item.data_extent())
         self.set_iterations(marks, reset_cursor=True)
         self._awaiting_first_paint = True
         self.sync_scrollbar()
@@ -167,6 +173,7 @@ class TimelineView(TimelineNavigation, TimelineSelection, TimelineSearch, Predic
         self.item.layout_changed()
         self.overlay.set_extent(self.item.data_extent())
         self.memory_item.set_extent(self.item.data_extent())
+        self.stall_item.set_extent(self.item.data_extent())
         self.sync_scrollbar()
         top, _ = self.y_range()
         self.scroll_to_row(top)
