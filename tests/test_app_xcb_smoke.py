@@ -194,6 +194,38 @@ def test_app_on_a_real_x_server(xvfb: str, scale: int, tmp_path: Path) -> None:
     assert changed_fraction(shots["what_if"], shots["folder"], region) > 0.2
 
 
+def test_the_lumos_command_starts_on_the_x_server(xvfb: str, tmp_path: Path) -> None:
+    """The launcher itself (the platform check passes, Qt's xcb plugin loads): the doctor starts Qt
+    on the X server, and ``lumos --demo`` opens and renders its window there."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("WAYLAND_DISPLAY", "XDG_SESSION_TYPE", "QT_QPA_PLATFORM")
+    }
+    env |= {"DISPLAY": xvfb, "XDG_CONFIG_HOME": str(tmp_path / "config")}
+    doctor = subprocess.run(
+        [sys.executable, "-m", "app", "--doctor"],
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert doctor.returncode == 0, doctor.stdout + doctor.stderr
+    assert "Qt start        ok: platform xcb: started; screen 2560x1700" in doctor.stdout
+    png = tmp_path / "demo.png"
+    run = subprocess.run(
+        [sys.executable, "-m", "app", "--demo", "--screenshot", str(png), "--size", "1200x760"],
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert run.returncode == 0, run.stderr
+    assert color_pixels(QImage(str(png)), FAMILY_HEX[Family.GEMM]) > 1000
+
+
 def test_scale_factor_two_keeps_rows_and_text_in_proportion(xvfb: str) -> None:
     if 1 not in RESULTS or 2 not in RESULTS:
         pytest.skip("needs both scale factors' runs (test_app_on_a_real_x_server)")
