@@ -130,6 +130,7 @@ class MainWindow(JobOpening, WindowMenus, QMainWindow):
         self.addDockWidget(Qt.DockWidgetArea.LeftDockWidgetArea, wb.config_dock)
         self.addDockWidget(Qt.DockWidgetArea.LeftDockWidgetArea, wb.scenario_dock)
         self.splitDockWidget(wb.config_dock, wb.scenario_dock, Qt.Orientation.Vertical)
+        self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, wb.measured_compare.dock)
         self.summaries.insertTab(1, wb.prediction, "Prediction")  # after Iterations
         self.statusBar().addPermanentWidget(wb.status)
         timeline_column.insertWidget(1, wb.overlay_note)  # under the legend: what the overlay shows

@@ -74,3 +74,39 @@ def test_a_bad_pair_is_explained_not_raised(win, tmp_path) -> None:
     wait_idle(win)
     assert set(wb.scenarios) == before
     assert errors and "Traceback" not in errors[0]
+
+
+def wait_compare(w, timeout_s: float = 60.0) -> None:  # type: ignore[no-untyped-def]
+    mc = w.workbench.measured_compare
+    end = time.monotonic() + timeout_s
+    while mc.busy and time.monotonic() < end:
+        QApplication.processEvents()
+        time.sleep(0.005)
+    for _ in range(5):
+        QApplication.processEvents()
+
+
+def test_compare_with_a_measured_job_draws_it_under_and_lists_the_deltas(win) -> None:
+    """File > Compare with Measured Job...: B (4 layers) under the open A (8 layers), iterations
+    aligned, an adjustable offset, a Diff pane whose rows search the timeline."""
+    mc = win.workbench.measured_compare
+    assert mc.compare_with(CPU_GPT / "base")
+    wait_compare(win)
+    assert mc.diff is not None and mc.diff.differing_knobs == {"layers": [8, 4]}
+    view = win.timeline
+    labels = [view.layout_model.rank_labels[i] for i in view.layout_model.order]
+    assert labels[0].startswith("A rank 0") and labels[1].startswith("B rank 0")  # B under A
+    a0 = min(t.iterations[0].cpu_start for t in win.loaded.job.ranks)
+    b0 = min(t.iterations[0].cpu_start for t in mc.job_b.ranks)
+    assert b0 == a0  # first steady iterations start together
+    mc.offset.setValue(5.0)  # ms
+    QApplication.processEvents()
+    assert min(t.iterations[0].cpu_start for t in mc.job_b.ranks) == a0 + 5_000_000
+    assert mc.table.rowCount() > 10 and mc.dock.isVisible()
+    row = next(i for i in range(mc.table.rowCount()) if mc.table.item(i, 0).text().startswith("aten::mm"))
+    mc.table.selectRow(row)
+    QApplication.processEvents()
+    assert view.match_count > 0  # the selected kernel's tasks are highlighted
+    out = artifact_dir("compare-measured") / "base-under-layers8.png"
+    assert win.grab().save(str(out))
+    add_artifact(f"another measured job under the open one: {out}")

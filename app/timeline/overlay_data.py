@@ -47,6 +47,8 @@ class PredictedOverlay:
     # aligned only: per measured rank, per predicted table index, how far (ms) the predicted task's
     # start or end is from the measured one's (None: no counterpart)
     deviation: list[np.ndarray | None] = field(default_factory=list)
+    # separate only: the open job's ranks first, expanded (another measured job compared with it)
+    measured_first: bool = False
 
     def match_within(self, share: float = 0.99) -> tuple[float, float] | None:
         """(ms within which ``share`` of the drawn tasks' starts and ends match, the largest

@@ -165,14 +165,18 @@ class PredictionLayers:
             Layer("measured", ranks, [*loaded.tables, *([blank] * m)]),
             Layer("predicted", ranks, [*([blank] * n), *pred.tables]),
         ]
-        labels = [f"measured rank {t.rank} · for reference" for t in loaded.job.ranks] + list(pred.labels)
-        order = list(range(n, n + m)) + (list(range(n)) if self.show_reference else [])
+        if pred.measured_first:  # another measured job under the open one
+            labels = [f"A rank {t.rank} · measured" for t in loaded.job.ranks] + list(pred.labels)
+            order = list(range(n)) + list(range(n, n + m))
+        else:
+            labels = [f"measured rank {t.rank} · for reference" for t in loaded.job.ranks] + list(pred.labels)
+            order = list(range(n, n + m)) + (list(range(n)) if self.show_reference else [])
         layout = LaneLayout(ranks, [*loaded.tables, *pred.tables], labels, order=order)
         old = self.layout_model
         if old is not None and len(old.ranks) == len(ranks) and old.order == order:
             layout.collapsed_ranks = set(old.collapsed_ranks)
             layout.expanded_cpu = set(old.expanded_cpu)
-        else:
+        elif not pred.measured_first:
             layout.collapsed_ranks = set(range(n))  # the reference stays out of the way
         layout.rebuild()
         self._install(layers, layout, [*measured_marks(loaded), *pred.iterations])

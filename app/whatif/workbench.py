@@ -32,6 +32,7 @@ from app.timeline.overlay_data import match_text
 from app.timeline.timeline_view import PREDICTED, Hit, TimelineView
 from app.whatif.compare_view import CompareView
 from app.whatif.config_panel import ConfigPanel
+from app.whatif.measured_compare import MeasuredCompare
 from app.whatif.overlay_choice import OverlayChoice
 from app.whatif.prediction_details import describe_predicted, describe_rebuilt, describe_with_prediction
 from app.whatif.prediction_pane import PredictionPane
@@ -77,6 +78,7 @@ class WhatIfWorkbench(WorkbenchMenus, OverlayChoice, ScenarioExport, SessionKeep
         self.prediction = PredictionPane(theme)
         self.compare = CompareView(theme)
         self.sweep = SweepView(theme)
+        self.measured_compare = MeasuredCompare(timeline, parent)
         self.config_dock = QDockWidget("What-if")
         self.config_dock.setObjectName("WhatIfDock")
         self.config_dock.setWidget(self.panel)
@@ -139,6 +141,7 @@ class WhatIfWorkbench(WorkbenchMenus, OverlayChoice, ScenarioExport, SessionKeep
         self.last_error = ""
         self.scenario_list.clear()
         self.compare.set_job(loaded)
+        self.measured_compare.set_job(loaded)
         self.prediction.show_summary(None)
         self.panel.show_error("")
         self.runner.set_job(loaded, session.baseline_overrides if session else None)
@@ -156,6 +159,7 @@ class WhatIfWorkbench(WorkbenchMenus, OverlayChoice, ScenarioExport, SessionKeep
 
     def shutdown(self) -> None:
         self.runner.shutdown()
+        self.measured_compare.shutdown()
         self.grid_sweep.shutdown()
         self.stop_exports()
 

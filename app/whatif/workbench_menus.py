@@ -17,6 +17,7 @@ from app.sweep.sweep_dialog import GridSweepDialog
 from app.sweep.sweep_view import SweepView
 from app.whatif.compare_view import CompareView
 from app.whatif.config_panel import ConfigPanel
+from app.whatif.measured_compare import MeasuredCompare
 from app.whatif.runner import Scenario, WhatIfRunner
 
 
@@ -30,6 +31,7 @@ class WorkbenchMenus:
     runner: WhatIfRunner
     grid_sweep: GridSweepDialog
     compare: CompareView
+    measured_compare: MeasuredCompare
     sweep: SweepView
     shown: Scenario | None
     reveal_requested: Signal
@@ -48,8 +50,14 @@ class WorkbenchMenus:
         tb.addWidget(self.mode_combo)
 
     def install_file_menu(self, file_menu: QMenu) -> None:
-        """Session and scenario export entries (appended where the window calls this)."""
+        """Compare, session and scenario export entries (appended where the window calls this)."""
         file_menu.addSeparator()
+        cmp_action = QAction("Compare with &Measured Job…", file_menu)
+        cmp_action.setToolTip(
+            "Draw another run under this one, iterations aligned, with a Diff pane (lumos diff)"
+        )
+        cmp_action.triggered.connect(lambda _c=False: self.measured_compare.ask())
+        file_menu.addAction(cmp_action)
         for text, slot, key in (
             ("Open &Session…", self.ask_open_session, None),
             ("Sa&ve Session…", self.ask_save_session, QKeySequence.StandardKey.Save),
