@@ -24,9 +24,11 @@ H100 = get_gpu("H100")
 
 
 def test_gemm_compute_bound_square():
-    # 2 * 4096^3 = 137,438,953,472 FLOPs at 989.4e12 * 0.70 = 6.9258e14 FLOP/s -> 198.44 µs
+    # 2 * 4096^3 = 137,438,953,472 FLOPs at 989.4e12 * 0.70 = 6.9258e14 FLOP/s -> 198.44 µs, plus the
+    # GEMM curve's 4 µs fixed cost per kernel
     assert gemm_flops(4096, 4096, 4096) == 137_438_953_472
-    assert gemm_time(4096, 4096, 4096, H100) == pytest.approx(198.4449e-6, rel=1e-5)
+    assert gemm_time(4096, 4096, 4096, H100) == pytest.approx(202.4449e-6, rel=1e-5)
+    assert gemm_time(4096, 4096, 4096, H100, efficiency=0.70) == pytest.approx(198.4449e-6, rel=1e-5)
 
 
 def test_gemm_memory_bound_gemv():
@@ -35,9 +37,9 @@ def test_gemm_memory_bound_gemv():
 
 
 def test_gemm_fp32_uses_cuda_core_peak_and_floor():
-    # 2 * 1024^3 = 2.147e9 FLOPs at 67e12 * 0.70 -> 45.79 µs
-    assert gemm_time(1024, 1024, 1024, H100, dtype_bytes=4) == pytest.approx(45.789e-6, rel=1e-4)
-    assert gemm_time(8, 8, 8, H100) == H100.kernel_floor
+    # 2 * 1024^3 = 2.147e9 FLOPs at 67e12 * 0.70 -> 45.79 µs (+ 4 µs per kernel)
+    assert gemm_time(1024, 1024, 1024, H100, dtype_bytes=4) == pytest.approx(49.789e-6, rel=1e-4)
+    assert gemm_time(8, 8, 8, H100, efficiency=0.7) == H100.kernel_floor
 
 
 def test_attention_flops_and_time():
@@ -100,3 +102,22 @@ def test_kind_names():
     assert as_collective_kind("reduce_scatter_tensor") == CK.REDUCE_SCATTER
     assert as_collective_kind("ALL_REDUCE") == CK.ALL_REDUCE
     assert as_collective_kind("frobnicate") == CK.UNKNOWN
+
+
+def test_gemm_curve_saturates_and_fits_with_the_profile_as_prior():
+    from lumos_core.perf.kernel_curves import fit_curve, profile_curves
+
+    prior = profile_curves("A100")["gemm"]
+    # efficiency rises with size and saturates at the asymptote
+    effs = [prior.achieved(w) for w in (1e8, 1e9, 1e10, 1e11, 1e12)]
+    assert effs == sorted(effs) and effs[-1] < prior.efficiency and effs[-1] > 0.97 * prior.efficiency
+    # small GEMMs: doubling the work costs much less than 2x
+    assert prior.time(2e8) / prior.time(1e8) < 1.5
+    # kernels from a "true" curve (60 %, 8 µs) are recovered; the prior only pulls gently
+    truth = {"efficiency": 0.60, "fixed": 8e-6}
+    work = [1e8, 1e9, 1e10, 1e11, 1e12, 5e12]
+    secs = [truth["fixed"] + w / (prior.peak * truth["efficiency"]) for w in work]
+    fit = fit_curve(prior, work, secs)
+    assert fit.efficiency == pytest.approx(0.60, rel=0.05) and fit.fixed == pytest.approx(8e-6, rel=0.15)
+    assert fit.n_samples == 6 and fit.source.startswith("fitted")
+    assert fit_curve(prior, [], []) == prior

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -16,13 +18,18 @@ from lumos_core.commands.common import (
     terminal_progress,
 )
 from lumos_core.graph.build import build_graph
+from lumos_core.perf.hardware import get_gpu
+from lumos_core.perf.kernel_curves import profile_curves
 from lumos_core.progress import scaled
 from lumos_core.trace.loader import load_job
+from lumos_core.trace.model import Job
 from lumos_core.whatif.baseline import group_roles, infer_baseline
-from lumos_core.whatif.config import KNOBS, RECOMPUTE_MODES, JobConfig, check
+from lumos_core.whatif.config import KNOBS, RECOMPUTE_MODES, Baseline, JobConfig, check
 from lumos_core.whatif.estimate import EstimateResult, estimate, predict_memory_or_note
 from lumos_core.whatif.export import write_job
 from lumos_core.whatif.memory_model import MemoryPrediction
+from lumos_core.whatif.retime import comm_model_from_trace
+from lumos_core.whatif.retime.compute import fit_gemm_curve
 from lumos_core.whatif.schedules import SCHEDULES
 
 DESCRIPTION = """Predict the iteration time, breakdown and timeline of a configuration that was never
@@ -120,10 +127,15 @@ def run(args: argparse.Namespace) -> int:
     }
     baseline = infer_baseline(job, {k: v for k, v in overrides.items() if v is not None})
     if args.show_baseline:
+        curves = fitted_models(job, baseline)
         if args.json:
-            sys.stdout.write(orjson.dumps(baseline.as_dict(), option=orjson.OPT_INDENT_2).decode() + "\n")
+            out = {**baseline.as_dict(), "fitted_models": curves}
+            sys.stdout.write(orjson.dumps(out, option=orjson.OPT_INDENT_2).decode() + "\n")
         else:
             print(format_baseline(baseline))
+            print("\nfitted performance models (re-timing uses these):")
+            for line in curves["lines"]:
+                print("  " + line)
         return 0
     changes = {
         k: getattr(args, k)
@@ -272,3 +284,23 @@ def format_memory(m: MemoryPrediction | None) -> list[str]:
     lines.append(f"  {m.calibration}")
     lines.extend(f"  note: {n}" for n in m.notes)
     return lines
+
+
+def fitted_models(job: Job, baseline: Baseline) -> dict[str, Any]:
+    """The kernel curves and the collective model this trace calibrates (for --show-baseline)."""
+    gpu = get_gpu(baseline.config.gpu)
+    graph = build_graph(job)
+    curves = profile_curves(gpu)
+    curves["gemm"] = fit_gemm_curve(job, graph, gpu)
+    comm = comm_model_from_trace(job, graph, gpu)
+    lines = [
+        curves["gemm"].describe(),
+        curves["attention"].describe() + " (attention kernels move along it with micro-batch, seq, hidden)",
+        curves["elementwise"].describe() + " (for reference: elementwise kernels scale with their bytes)",
+        *comm.describe(),
+    ]
+    return {
+        "kernel_curves": {k: dataclasses.asdict(c) for k, c in curves.items()},
+        "collectives": comm.params.as_dict(),
+        "lines": lines,
+    }

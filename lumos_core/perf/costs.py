@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from lumos_core.perf.collective_kinds import as_collective_kind, bus_factor
 from lumos_core.perf.hardware import GpuProfile, get_gpu
+from lumos_core.perf.kernel_curves import KernelCurve, profile_curves
 from lumos_core.perf.nccl.model import NcclModel
 from lumos_core.trace.model import CollectiveKind
 
@@ -56,11 +57,24 @@ def peak_flops(gpu: GpuProfile, dtype_bytes: int = 2) -> float:
 
 
 def gemm_time(
-    m: int, n: int, k: int, gpu: GpuProfile, *, dtype_bytes: int = 2, efficiency: float | None = None
+    m: int,
+    n: int,
+    k: int,
+    gpu: GpuProfile,
+    *,
+    dtype_bytes: int = 2,
+    efficiency: float | None = None,
+    curve: KernelCurve | None = None,
 ) -> float:
-    """Roofline time of a GEMM: max(2mnk / (peak * eff), bytes(A, B, C) / (HBM * mem_eff), floor)."""
-    eff = gpu.gemm_efficiency if efficiency is None else efficiency
-    compute = gemm_flops(m, n, k) / (peak_flops(gpu, dtype_bytes) * eff)
+    """Time of a GEMM: the longer of its compute time and its memory time (bytes of A, B, C at HBM
+    bandwidth), never less than the kernel floor. Compute time follows the saturating GEMM curve of
+    :mod:`lumos_core.perf.kernel_curves` (``curve``, e.g. fitted to a trace, else the profile's), or
+    a flat ``efficiency`` when one is given."""
+    flops = gemm_flops(m, n, k)
+    if efficiency is not None:
+        compute = flops / (peak_flops(gpu, dtype_bytes) * efficiency)
+    else:
+        compute = (curve or profile_curves(gpu, dtype_bytes)["gemm"]).time(flops)
     memory = dtype_bytes * (m * k + k * n + m * n) / (gpu.hbm_bandwidth * gpu.memory_efficiency)
     return max(compute, memory, gpu.kernel_floor)
 

@@ -7,14 +7,16 @@ from typing import Any
 
 import numpy as np
 
-from lumos_core.graph.model import ExecutionGraph
+from lumos_core.graph.model import ExecutionGraph, NodeType
 from lumos_core.perf import costs
 from lumos_core.perf.hardware import GpuProfile
+from lumos_core.perf.kernel_curves import KernelCurve, fit_curve, profile_curves
 from lumos_core.perf.profile import HardwareProfile
 from lumos_core.trace.kernel_families import Family
 from lumos_core.trace.model import CollectiveKind, Job, Kind
 from lumos_core.whatif.baseline import gemm_shape
 from lumos_core.whatif.config import Baseline, JobConfig
+from lumos_core.whatif.retime.families import family_of_nodes
 from lumos_core.whatif.retime.plan import RetimePlan
 from lumos_core.whatif.retime.ratios import (
     MEMORY_BOUND,
@@ -25,6 +27,31 @@ from lumos_core.whatif.retime.ratios import (
     safe_ratio,
     value_map,
 )
+
+
+def fit_gemm_curve(job: Job, graph: ExecutionGraph, gpu: GpuProfile, dtype_bytes: int = 2) -> KernelCurve:
+    """The saturating GEMM curve (:mod:`lumos_core.perf.kernel_curves`) fitted to this trace's GEMM
+    kernels with recorded shapes, the profile's curve as prior. Kernels a shape cannot explain
+    (faster than the peak: the recorded shape is not what ran) or that the memory roofline bounds
+    say nothing about compute efficiency and are left out."""
+    prior = profile_curves(gpu, dtype_bytes)["gemm"]
+    fam = family_of_nodes(graph, {t.rank: t for t in job.ranks})
+    gemm = np.flatnonzero((graph.node_type == NodeType.GPU) & (fam == Family.GEMM))
+    work, seconds = [], []
+    per_shape: dict[tuple[int, int, int], list[float]] = {}
+    for v, shape in zip(gemm.tolist(), gemm_shapes_of_nodes(job, graph, gemm)):
+        if shape:
+            per_shape.setdefault(shape, []).append(float(graph.dur[v]) / 1e9)
+    peak = prior.peak
+    for (m, k, n), durs in per_shape.items():
+        flops = costs.gemm_flops(m, n, k)
+        t = float(np.median(durs))  # one sample per shape: repeats are the same kernel
+        memory = dtype_bytes * (m * k + k * n + m * n) / (gpu.hbm_bandwidth * gpu.memory_efficiency)
+        if t <= 0 or flops / t > peak or memory > 0.5 * t:
+            continue
+        work.append(flops)
+        seconds.append(t)
+    return fit_curve(prior, work, seconds)
 
 
 def retime_compute(
@@ -40,9 +67,11 @@ def retime_compute(
     h_ratio: float,
     gpu: GpuProfile,
     profile: HardwareProfile | None = None,
+    gemm_curve: KernelCurve | None = None,
 ) -> None:
-    """GEMMs by their recorded shapes, attention by FLOPs, elementwise by bytes. With a hardware
-    profile, GEMMs take its measured rate for their shape class instead of the roofline's."""
+    """GEMMs by their recorded shapes: with a hardware profile its measured rate for their shape
+    class, else the GEMM efficiency curve (``gemm_curve``: fitted to the trace); attention by FLOPs
+    on its curve, elementwise by bytes."""
     tp_ratio = base.tp / config.tp
     gemm = np.flatnonzero(task & (fam == Family.GEMM))
     shaped = gemm_shapes_of_nodes(job, graph, gemm)
@@ -57,8 +86,13 @@ def retime_compute(
             if profile is not None
             else None
         )
-        r = (pr if pr is not None else gemm_ratio(shape, sizes, tok_ratio, gpu, gpu)) * tp_ratio
-        how = "profile's rate for the shape class" if pr is not None else "roofline efficiency"
+        r = (
+            pr if pr is not None else gemm_ratio(shape, sizes, tok_ratio, gpu, gpu, curve=gemm_curve)
+        ) * tp_ratio
+        if pr is not None:
+            how = "profile's rate for the shape class"
+        else:
+            how = "GEMM efficiency curve" + (f" ({gemm_curve.source})" if gemm_curve else "")
         plan.apply(
             np.asarray(nodes),
             r,
@@ -87,13 +121,16 @@ def retime_compute(
     att = np.flatnonzero(task & (fam == Family.ATTENTION))
     seq_ratio = safe_ratio(config.seq, base.seq)
     mb_ratio = safe_ratio(config.micro_batch, base.micro_batch)
-    plan.apply(
-        att,
-        mb_ratio * seq_ratio * seq_ratio * h_ratio * tp_ratio,
-        "attention",
-        "FLOPs ∝ micro-batch · seq² · hidden / TP",
-        f"heads x{heads_ratio:g}" if heads_ratio != 1 else "",
-    )
+    flops_ratio = mb_ratio * seq_ratio * seq_ratio * h_ratio * tp_ratio
+    old_flops = _attention_flops(base)
+    if old_flops:
+        # On the attention curve: a short-sequence kernel pays a fixed cost its FLOPs do not show.
+        curve = profile_curves(gpu)["attention"]
+        att_ratio = curve.time(old_flops * flops_ratio) / curve.time(old_flops)
+        how = "FLOPs (micro-batch · seq² · hidden / TP) on the attention efficiency curve"
+    else:
+        att_ratio, how = flops_ratio, "FLOPs ∝ micro-batch · seq² · hidden / TP"
+    plan.apply(att, att_ratio, "attention", how, f"heads x{heads_ratio:g}" if heads_ratio != 1 else "")
     ew = np.flatnonzero(task & np.isin(fam, MEMORY_BOUND))
     # Elementwise kernels scale with the tensors they touch: the launching op's recorded input shapes
     # say which dimensions those are (a layer norm over hidden is not sharded by TP; a GELU over the
@@ -216,4 +253,14 @@ def add_tp_allreduces(
         "TP all-reduce",
         "NCCL all-reduce after each row-parallel GEMM (and input-gradient GEMM), on the compute stream",
         f"{nbytes / 2**20:.1f} MiB over {config.tp} GPUs, {seconds * 1e6:.0f} µs each",
+    )
+
+
+def _attention_flops(base: JobConfig) -> float | None:
+    """Forward FLOPs of one attention kernel of the traced configuration (None if its shape is not
+    known): micro-batch x heads per TP rank x seq^2 x head dim."""
+    if not (base.micro_batch and base.seq and base.hidden and base.heads):
+        return None
+    return costs.attention_flops(
+        base.micro_batch, max(base.heads // base.tp, 1), base.seq, base.hidden // base.heads
     )

@@ -13,7 +13,7 @@ from lumos_core.perf.profile import HardwareProfile
 from lumos_core.trace.model import Job, Kind
 from lumos_core.whatif.config import Baseline, JobConfig
 from lumos_core.whatif.retime.comm import comm_model_from_trace, retime_collectives
-from lumos_core.whatif.retime.compute import add_tp_allreduces, retime_compute
+from lumos_core.whatif.retime.compute import add_tp_allreduces, fit_gemm_curve, retime_compute
 from lumos_core.whatif.retime.cpu_ops import retime_cpu_ops
 from lumos_core.whatif.retime.families import family_of_nodes
 from lumos_core.whatif.retime.host import scale_host
@@ -51,7 +51,10 @@ def plan_retiming(
     h_ratio = safe_ratio(config.hidden, base.hidden)
     shape_change = tok_ratio != 1.0 or bool(sizes) or config.tp != base.tp
     if shape_change and has_gpu:
-        retime_compute(job, graph, plan, fam, task, base, config, sizes, tok_ratio, h_ratio, gpu_old, profile)
+        curve = fit_gemm_curve(job, graph, gpu_old)
+        retime_compute(
+            job, graph, plan, fam, task, base, config, sizes, tok_ratio, h_ratio, gpu_old, profile, curve
+        )
     elif shape_change:
         retime_cpu_ops(graph, plan, ranks, base, config, sizes, tok_ratio, h_ratio, profile)
 

@@ -10,6 +10,7 @@ import numpy as np
 
 from lumos_core.perf import costs
 from lumos_core.perf.hardware import GpuProfile
+from lumos_core.perf.kernel_curves import KernelCurve
 from lumos_core.perf.nccl import GroupShape, NcclModel, Prediction
 from lumos_core.trace.kernel_families import Family
 from lumos_core.trace.model import CollectiveKind
@@ -26,16 +27,19 @@ def gemm_ratio(
     gpu_old: GpuProfile,
     gpu_new: GpuProfile,
     dtype_bytes: int = 2,
+    curve: KernelCurve | None = None,
 ) -> float:
-    """New/old time of a GEMM whose dims change: widths in ``sizes`` (old -> new), rows x token_ratio."""
+    """New/old time of a GEMM whose dims change: widths in ``sizes`` (old -> new), rows x token_ratio;
+    compute time on the saturating GEMM curve (``curve``: fitted to the trace, else the profile's),
+    so small GEMMs grow less than their FLOPs."""
     m, k, n = shape
     m2 = max(1, round(m * token_ratio))
     k2, n2 = sizes.get(k, k), sizes.get(n, n)
     # Backward GEMMs have tokens as their contraction dim (weight gradient: [k, tokens] x [tokens, n]).
     if sizes.get(m) is not None and k not in sizes:
         m2, k2 = sizes[m], max(1, round(k * token_ratio))
-    old = costs.gemm_time(m, n, k, gpu_old, dtype_bytes=dtype_bytes)
-    new = costs.gemm_time(m2, n2, k2, gpu_new, dtype_bytes=dtype_bytes)
+    old = costs.gemm_time(m, n, k, gpu_old, dtype_bytes=dtype_bytes, curve=curve)
+    new = costs.gemm_time(m2, n2, k2, gpu_new, dtype_bytes=dtype_bytes, curve=curve)
     return new / old if old > 0 else 1.0
 
 
