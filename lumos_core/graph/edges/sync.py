@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from lumos_core.graph.edges.cuda_sync import cuda_sync_events
 from lumos_core.graph.edges.edge_list import RankContext
 from lumos_core.graph.model import EdgeKind
 from lumos_core.graph.nodes import launches_by_stream
@@ -76,10 +77,10 @@ def add_syncs(ctx: RankContext) -> None:
 def sync_event_streams(t: RankTrace) -> dict[int, int]:
     """correlation of a cudaStreamSynchronize -> its stream's lane, from ``cuda_sync`` events."""
     out: dict[int, int] = {}
-    syncs = np.flatnonzero(t.kind == Kind.CUDA_SYNC)
-    for i, args in zip(syncs.tolist(), t.args_of_many(syncs)):
+    syncs = cuda_sync_events(t)
+    for lane, corr, args in zip(syncs.lane, syncs.correlation, syncs.args):
         if args.get("cuda_sync_kind") == "Stream Sync":
-            out[int(t.correlation[i])] = int(t.lane[i])
+            out[corr] = lane
     return out
 
 

@@ -43,15 +43,19 @@ def collective_samples(job: Job, graph: ExecutionGraph, gpus_per_node: int) -> l
     transfer = np.flatnonzero(graph.arrive_of >= 0)
     seen: dict[tuple[int, int, int], int] = {}
     shapes: dict[tuple[int, int], GroupShape] = {}
-    for v in transfer.tolist():
-        r, e = int(graph.rank[v]), int(graph.event[v])
+    first_row: dict[int, np.ndarray] = {}  # per rank: event -> its first collective row (-1)
+    sizes: dict[int, np.ndarray] = {}
+    for v, r, e in zip(transfer.tolist(), graph.rank[transfer].tolist(), graph.event[transfer].tolist()):
         t = by_rank[r]
         c = t.collectives
-        rows = np.flatnonzero(c.event == e)
-        if len(rows) == 0:
+        if r not in first_row:
+            rows_of = np.full(len(t), -1, np.int64)
+            rows_of[c.event[::-1]] = np.arange(len(c))[::-1]  # the last write wins: the first row
+            first_row[r], sizes[r] = rows_of, c.size_bytes
+        row = int(first_row[r][e]) if 0 <= e < len(t) else -1
+        if row < 0:
             continue
-        row = int(rows[0])
-        size = int(c.size_bytes[row])
+        size = int(sizes[r][row])
         n = int(c.group_size[row])
         if size <= 0 or n <= 1:
             continue
@@ -149,20 +153,25 @@ def retime_collectives(
     gpn_old, gpn_new = trace_gpus_per_node(job, gpu_old), gpu_new.gpus_per_node
     model_new = model_for(model, gpu_new)
     groups: dict[tuple[str, int, int], list[int]] = {}
+    by_node_rank = np.argsort(graph.rank, kind="stable")  # each rank's nodes, ascending, found once
+    sorted_ranks = graph.rank[by_node_rank]
     for r, t in by_rank.items():
         c = t.collectives
         if len(c) == 0:
             continue
         row_of = np.full(len(t), -1, np.int64)
         row_of[c.event] = np.arange(len(c))
-        sel = np.flatnonzero((graph.rank == r) & (graph.event >= 0) & (graph.node_type != NodeType.ARRIVE))
+        a, b = np.searchsorted(sorted_ranks, [r, r + 1])
+        mine = by_node_rank[a:b]
+        sel = mine[(graph.event[mine] >= 0) & (graph.node_type[mine] != NodeType.ARRIVE)]
         rows = row_of[graph.event[sel]]
+        size_bytes, kinds, pgs = c.size_bytes, c.kind, c.pg
         for v, row in zip(sel[rows >= 0].tolist(), rows[rows >= 0].tolist()):
-            pg = int(c.pg[row])
+            pg = int(pgs[row])
             role = (
                 roles.get(t.strings[pg], "dp") if pg >= 0 else ("dp" if base.tp == base.pp == 1 else "world")
             )
-            groups.setdefault((role, int(c.kind[row]), int(c.size_bytes[row])), []).append(v)
+            groups.setdefault((role, int(kinds[row]), int(size_bytes[row])), []).append(v)
     if base.tp == 1 and base.pp == 1:  # the whole world is the data-parallel group
         groups = {("dp" if role == "world" else role, k, s): v for (role, k, s), v in groups.items()}
     for (role, kind, size), nodes in groups.items():
