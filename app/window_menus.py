@@ -155,6 +155,13 @@ class WindowMenus:
         self.cpu_action = self._add(view, "Show CPU Threads", self._toggle_cpu)
         self.cpu_action.setCheckable(True)
         view.addSeparator()
+        self.stalls_action = self._add(view, "Keep Unexplained GPU Stalls in Replays", self._toggle_stalls)
+        self.stalls_action.setCheckable(True)
+        self.stalls_action.setToolTip(
+            "Replay the trace's unexplained GPU delays (hatched) as fixed waits: for a job disturbed "
+            "while it was traced. The baseline replay runs again; what-ifs say whether stalls were kept."
+        )
+        view.addSeparator()
         self.dark_action = self._add(view, "Dark Theme", self._toggle_theme)
         self.dark_action.setCheckable(True)
         self.dark_action.setChecked(self.theme.name == "dark")
@@ -165,6 +172,10 @@ class WindowMenus:
 
         help_menu = mb.addMenu("&Help")
         self._add(help_menu, "Navigation Keys", lambda: self.status_label.setText(KEYS_HELP))
+
+    def _toggle_stalls(self) -> None:
+        if self.workbench.runner.set_keep_stalls(self.stalls_action.isChecked()) and self.loaded is not None:
+            self.workbench.request_replay()
 
     def _add(self, menu: QMenu, text: str, slot: Callable[[], object], shortcut=None) -> QAction:  # type: ignore[no-untyped-def]
         action = QAction(text, self)

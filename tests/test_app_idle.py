@@ -68,3 +68,21 @@ def test_unexplained_delays_are_hatched_on_their_lane_with_a_tooltip(win) -> Non
     from app.timeline.stall_item import HATCH
 
     assert color_pixels(img, HATCH) > 0
+
+
+def test_keep_stalls_toggle_reruns_the_replay_and_says_so(win) -> None:
+    from app_helpers import wait_loaded
+
+    wb = win.workbench
+    wait_loaded(win)
+    before = [s for s in wb.scenarios.values() if s.kind == "replay"]
+    assert before and any("stalls not kept" in n for n in before[-1].summary.notes)
+    win.stalls_action.trigger()  # checks it
+    assert wb.runner.keep_stalls and wb.runner.cache.keep_stalls
+    wait_loaded(win)
+    after = [s for s in wb.scenarios.values() if s.kind == "replay"]
+    assert any("stalls kept" in n for n in after[-1].summary.notes), after[-1].summary.notes
+    # back off: the next runs replay without them
+    win.stalls_action.trigger()  # unchecks it
+    wait_loaded(win)
+    assert not wb.runner.cache.keep_stalls

@@ -36,6 +36,7 @@ from lumos_core.compare.validate import prediction_scenario, validate_jobs
 from lumos_core.graph.build import build_graph
 from lumos_core.graph.model import ExecutionGraph
 from lumos_core.progress import Progress, scaled
+from lumos_core.replay.idle import stalls_note
 from lumos_core.replay.run import ReplayResult, replay
 from lumos_core.sweep.point import GridRow
 from lumos_core.sweep.run import SweepReport, run_axis
@@ -114,8 +115,9 @@ class GraphCache:
     """The job's execution graph, built by the first run that needs it (thread-safe: a second run
     waits for the first build instead of building again). The graph is only read afterwards."""
 
-    def __init__(self, job: Job) -> None:
+    def __init__(self, job: Job, keep_stalls: bool = False) -> None:
         self.job = job
+        self.keep_stalls = keep_stalls  # unexplained GPU delays kept as fixed waits
         self.graph: ExecutionGraph | None = None
         self.build_s = 0.0
         self._lock = threading.Lock()
@@ -127,7 +129,7 @@ class GraphCache:
                 # compile (or load) the graph and replay kernels here, on the worker, before any use
                 progress(0.0, "preparing the compiled kernels")
                 jit.warm_up()
-                self.graph = build_graph(self.job, progress=progress)
+                self.graph = build_graph(self.job, progress=progress, absorb_unexplained=self.keep_stalls)
                 self.build_s = time.perf_counter() - t0
             else:
                 progress(1.0, "execution graph ready")
@@ -145,6 +147,7 @@ def replay_work(
         result = replay(loaded.job, progress=scaled(progress, 0.4, 0.85), graph=graph, critical_paths=False)
         progress(0.88, "comparing with the measured iterations")
         summary = summarize_replay(loaded.job, result, baseline, name)
+        summary.notes.append(stalls_note(cache.keep_stalls, graph.unexplained_ns))
         progress(0.94, "arranging the predicted ranks")
         overlay = build_overlay(loaded, result.timeline, summary)
         progress(1.0, "replay done")
@@ -165,6 +168,7 @@ def estimate_work(
         )
         progress(0.88, "summarising the prediction")
         summary = summarize_estimate(loaded.job, result, changes, name)
+        summary.notes.append(stalls_note(cache.keep_stalls, graph.unexplained_ns))
         progress(0.94, "arranging the predicted ranks")
         overlay = build_overlay(loaded, result.timeline, summary)
         progress(1.0, "estimate done")
@@ -238,6 +242,7 @@ class WhatIfRunner(QObject):
         self.baseline: Baseline | None = None
         self.baseline_error = ""
         self.overrides: dict[str, Any] = {}
+        self.keep_stalls = False  # unexplained GPU delays kept as fixed waits (View menu)
         self.cache: GraphCache | None = None
         self._token = 0
         self._current: int | None = None  # token of the task whose result is wanted
@@ -271,7 +276,7 @@ class WhatIfRunner(QObject):
         self._drop_current()
         self.loaded = loaded
         self.overrides = dict(overrides or {})
-        self.cache = GraphCache(loaded.job) if loaded is not None else None
+        self.cache = GraphCache(loaded.job, self.keep_stalls) if loaded is not None else None
         if loaded is None:
             self.baseline, self.baseline_error = None, ""
         elif self.overrides:
@@ -279,6 +284,16 @@ class WhatIfRunner(QObject):
         else:
             self.baseline, self.baseline_error = loaded.baseline, loaded.baseline_error
         self.baseline_changed.emit()
+
+    def set_keep_stalls(self, keep: bool) -> bool:
+        """Keep (or not) the trace's unexplained GPU delays in replays and what-ifs: a new graph
+        for the runs that follow. True when it changed."""
+        if keep == self.keep_stalls:
+            return False
+        self.keep_stalls = keep
+        if self.loaded is not None:
+            self.cache = GraphCache(self.loaded.job, keep)
+        return True
 
     def set_overrides(self, overrides: dict[str, Any]) -> None:
         """Baseline values given by the user (what the trace does not record)."""

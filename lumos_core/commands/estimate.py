@@ -21,6 +21,7 @@ from lumos_core.graph.build import build_graph
 from lumos_core.perf.hardware import get_gpu
 from lumos_core.perf.kernel_curves import profile_curves
 from lumos_core.progress import scaled
+from lumos_core.replay.idle import stalls_note
 from lumos_core.trace.loader import load_job
 from lumos_core.trace.model import Job
 from lumos_core.whatif.baseline import group_roles, infer_baseline
@@ -186,18 +187,8 @@ def run(args: argparse.Namespace) -> int:
         )
     else:
         print(format_estimate(result, args.out))
-        print(stalls_line(args.keep_stalls, graph.unexplained_ns))
+        print(stalls_note(args.keep_stalls, graph.unexplained_ns))
     return 0
-
-
-def stalls_line(kept: bool, unexplained_ns: int) -> str:
-    """Whether the GPU delays no dependency explains were kept in the what-if."""
-    if kept:
-        return f"stalls kept: {unexplained_ns / 1e6:.1f} ms of unexplained GPU delay replayed as fixed waits"
-    return (
-        f"stalls not kept: {unexplained_ns / 1e6:.1f} ms of unexplained GPU delay in the trace is not "
-        "replayed (--keep-stalls keeps it)"
-    )
 
 
 def _memory_only(job, baseline, config: JobConfig, as_json: bool) -> int:  # type: ignore[no-untyped-def]

@@ -247,3 +247,13 @@ def _peer_wait(graph: ExecutionGraph) -> np.ndarray:
     j = graph.sp_src[sel]
     out[x] = np.maximum(graph.measured_start[j] - graph.measured_start[graph.arrive_of[x]], 0)
     return out
+
+
+def stalls_note(kept: bool, unexplained_ns: int) -> str:
+    """Whether a replay or what-if kept the GPU delays no dependency explains."""
+    if kept:
+        return f"stalls kept: {unexplained_ns / 1e6:.1f} ms of unexplained GPU delay replayed as fixed waits"
+    return (
+        f"stalls not kept: {unexplained_ns / 1e6:.1f} ms of unexplained GPU delay in the trace is not "
+        "replayed (--keep-stalls keeps it)"
+    )
