@@ -87,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
         d["stalls_kept"] = args.keep_stalls
         if args.idle:
             d.update(idle_attribution(result.graph).as_dict())
-        sys.stdout.write(orjson.dumps(d, option=orjson.OPT_INDENT_2).decode())
+        sys.stdout.write(orjson.dumps(d, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode())
         sys.stdout.write("\n")
     else:
         print(format_replay(result))

@@ -9,7 +9,10 @@ operations as C and its collective operations as M.
 
 Iteration time is the period between consecutive iteration starts (``ProfilerStep#N`` →
 ``ProfilerStep#N+1``); the last iteration runs from its start to the end of the last activity that
-belongs to it (launched from inside it, or started after it began).
+belongs to it (launched from inside it, or started after it began). Every iteration is listed and
+compared (:func:`iteration_windows`); a run's iteration time and breakdown average its steady-state
+iterations (:func:`steady_windows`: the last one, which ends differently, is left out when there
+are several). This is the one definition replay, estimate and the summaries use.
 """
 
 from __future__ import annotations
@@ -25,7 +28,9 @@ ITERATION_DEFINITION = (
     "iteration time = time between consecutive ProfilerStep#N starts (CPU side); the last iteration "
     "ends with the last activity that belongs to it; breakdown on interval unions over all streams: "
     "exposed compute = compute not overlapped by communication, overlapped = both at once, exposed "
-    "communication = communication not overlapped by compute, other = the rest of the window (idle)"
+    "communication = communication not overlapped by compute, other = the rest of the window (idle); "
+    "a run's iteration time and breakdown = the mean over its steady-state iterations (the last one is "
+    "left out when there are several)"
 )
 
 _CPU_WORK = np.asarray([Kind.CPU_OP, Kind.RUNTIME, Kind.PYTHON_FUNCTION], np.int8)
@@ -117,6 +122,13 @@ def iteration_windows(rank: RankTrace) -> list[Window]:
     last = its[-1]
     out.append(Window(last.name, last.cpu_start, last_activity_end(rank, last.cpu_start, last.cpu_end)))
     return out
+
+
+def steady_windows(rank: RankTrace) -> list[Window]:
+    """The windows a run's iteration time is averaged over: all but the last when there are several
+    (the last ends with its own activity, not at a next step's start)."""
+    windows = iteration_windows(rank)
+    return windows[:-1] if len(windows) > 1 else windows
 
 
 def last_activity_end(rank: RankTrace, step_start: int, step_cpu_end: int) -> int:

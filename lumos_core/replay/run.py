@@ -32,6 +32,7 @@ from lumos_core.replay.breakdown import (
 )
 from lumos_core.replay.intervals import coverage
 from lumos_core.replay.kernels import CAT_COMM, CAT_COMPUTE, CAT_CPU, CAT_LAG, CAT_SYNC_WAIT, critical_walk
+from lumos_core.replay.outcome import Outcome, outcome_of
 from lumos_core.replay.simulate import binding_end_predecessor, binding_predecessor, simulate
 from lumos_core.trace.model import GPU_ACTIVITY_KINDS, Job, RankTrace
 from lumos_core.trace.rank_analysis import find_iterations
@@ -100,6 +101,8 @@ class ReplayResult:
     seconds: float
     simulate_seconds: float
     scale: dict[str, float] = field(default_factory=dict)
+    measured: Outcome = field(default_factory=lambda: Outcome(None, 0.0, Breakdown(0, 0, 0, 0)))
+    replayed: Outcome = field(default_factory=lambda: Outcome(None, 0.0, Breakdown(0, 0, 0, 0)))
 
     @property
     def mean_abs_error_pct(self) -> float:
@@ -143,6 +146,8 @@ class ReplayResult:
             "simulate_seconds": round(self.simulate_seconds, 4),
             "tasks_per_second": round(self.graph.n_nodes / max(self.simulate_seconds, 1e-9)),
             "mean_abs_error_pct": round(self.mean_abs_error_pct, 4),
+            "measured": self.measured.as_dict(),  # iteration time and breakdown of the run
+            "replayed": self.replayed.as_dict(),
             "unexplained_delay_us": self.graph.unexplained_ns / 1000,
             "gpu_start_error_us": self.gpu_start_error_us(),
             "scale": self.scale,
@@ -227,6 +232,8 @@ def replay(
         seconds=time.perf_counter() - t0,
         simulate_seconds=sim_seconds,
         scale=dict(scale or {}),
+        measured=outcome_of(None, job.ranks),
+        replayed=outcome_of(None, timeline),
     )
 
 

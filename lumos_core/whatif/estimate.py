@@ -28,11 +28,8 @@ from lumos_core.perf.profile import HardwareProfile
 from lumos_core.progress import Progress, no_progress, scaled
 from lumos_core.replay.breakdown import (
     ITERATION_DEFINITION,
-    Breakdown,
-    activity,
-    breakdown,
-    iteration_windows,
 )
+from lumos_core.replay.outcome import Outcome, outcome_of
 from lumos_core.replay.run import predicted_rank
 from lumos_core.replay.simulate import simulate
 from lumos_core.trace.model import Job, RankTrace
@@ -48,24 +45,7 @@ ESTIMATE_DEFINITION = (
     "iterations between consecutive ProfilerStep starts (the last, partial iteration is left out "
     "when there are several); breakdown likewise"
 )
-
-
-@dataclass
-class Outcome:
-    """Iteration time and breakdown of one configuration (measured, replayed or predicted)."""
-
-    config: JobConfig
-    iteration_us: float
-    breakdown: Breakdown
-    per_rank_us: dict[int, float] = field(default_factory=dict)
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "config": self.config.as_dict(),
-            "iteration_us": round(self.iteration_us, 3),
-            "breakdown": self.breakdown.as_us(),
-            "per_rank_iteration_us": {r: round(v, 3) for r, v in self.per_rank_us.items()},
-        }
+__all__ = ["ESTIMATE_DEFINITION", "EstimateResult", "Outcome", "estimate", "outcome_of"]
 
 
 @dataclass
@@ -307,31 +287,6 @@ def _lags(graph: ExecutionGraph, plan: RetimePlan) -> np.ndarray | None:
     if plan.lag_ratio is None:
         return None
     return np.rint(graph.sp_lag * plan.lag_ratio).astype(np.int64)
-
-
-def outcome_of(config: JobConfig, ranks: list[RankTrace]) -> Outcome:
-    """Steady-state iteration time and breakdown (see ESTIMATE_DEFINITION)."""
-    per_rank: dict[int, float] = {}
-    parts = np.zeros(4)
-    n = 0
-    for t in ranks:
-        windows = iteration_windows(t)
-        if len(windows) > 1:
-            windows = windows[:-1]
-        if not windows:
-            continue
-        s, e, c = activity(t)
-        lengths = [w.length for w in windows]
-        per_rank[t.rank] = float(np.mean(lengths)) / 1000
-        for w in windows:
-            b = breakdown(s, e, c, w.start, w.end)
-            parts += (b.exposed_compute_ns, b.overlapped_ns, b.exposed_comm_ns, b.other_ns)
-            n += 1
-    if n == 0:
-        return Outcome(config, 0.0, Breakdown(0, 0, 0, 0), per_rank)
-    parts /= n
-    bd = Breakdown(*(int(round(x)) for x in parts))
-    return Outcome(config, float(np.mean(list(per_rank.values()))), bd, per_rank)
 
 
 def _replica_layout(job: Job, base: JobConfig, config: JobConfig) -> dict[int, list[int]]:

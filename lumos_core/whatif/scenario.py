@@ -3,7 +3,7 @@
 The app keeps every run as a named scenario (the baseline replay, "DP 16", ...) and compares any
 two. :func:`summarize_replay` and :func:`summarize_estimate` turn a
 :class:`~lumos_core.replay.run.ReplayResult` or :class:`~lumos_core.whatif.estimate.EstimateResult` into a
-:class:`ScenarioSummary`: measured, replayed and predicted :class:`~lumos_core.whatif.estimate.Outcome`
+:class:`ScenarioSummary`: measured, replayed and predicted :class:`~lumos_core.replay.outcome.Outcome`
 (iteration time and breakdown by the estimator's definition, so a scenario's numbers are exactly
 those of ``lumos estimate --json``), predicted vs measured time of every iteration of every
 simulated rank, where GPU time goes per kernel and per collective kind. :func:`compare` gives the
@@ -13,6 +13,7 @@ what it does. Everything here is plain data (CSV via :func:`lumos_core.replay.su
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,12 +21,12 @@ from typing import Any
 import numpy as np
 
 from lumos_core.graph.model import EdgeKind, NodeType
-from lumos_core.replay.breakdown import iteration_windows
+from lumos_core.replay.breakdown import iteration_windows, steady_windows
 from lumos_core.replay.run import ReplayResult
 from lumos_core.replay.simulate import binding_end_predecessor, binding_predecessor
 from lumos_core.trace.model import GPU_ACTIVITY_KINDS, CollectiveKind, Job, RankTrace
 from lumos_core.whatif.config import Baseline, JobConfig
-from lumos_core.whatif.estimate import ESTIMATE_DEFINITION, EstimateResult, Outcome, outcome_of
+from lumos_core.whatif.estimate import ESTIMATE_DEFINITION, EstimateResult, Outcome
 from lumos_core.whatif.retime import Retiming
 
 BREAKDOWN_PARTS = (
@@ -197,8 +198,8 @@ def summarize_replay(
 ) -> ScenarioSummary:
     """The baseline replay as a scenario (predicted = replayed)."""
     config = baseline.config
-    measured = outcome_of(config, job.ranks)
-    replayed = outcome_of(config, result.timeline)
+    measured = dataclasses.replace(result.measured, config=config)
+    replayed = dataclasses.replace(result.replayed, config=config)
     rows = []
     for t, rr in zip(job.ranks, result.ranks):
         for it in rr.iterations:
@@ -286,9 +287,7 @@ def gpu_time_by_name(ranks: list[RankTrace]) -> tuple[dict[str, float], dict[str
     colls: dict[str, float] = {}
     n_windows = 0
     for t in ranks:
-        windows = iteration_windows(t)
-        if len(windows) > 1:
-            windows = windows[:-1]
+        windows = steady_windows(t)
         if not windows or len(t) == 0:
             continue
         n_windows += len(windows)
