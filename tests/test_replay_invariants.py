@@ -71,3 +71,31 @@ def test_replayed_nanogpt_timelines_keep_parents_around_children() -> None:
     res = replay(job, critical_paths=False)
     for t, p in zip(job.ranks, res.timeline):
         check_timeline(t, p)
+
+
+@pytest.mark.parametrize("folder", [str(CPU_GPT), "a100-ddp-2rank"])
+def test_holdout_timelines_keep_parents_around_children(folder) -> None:
+    """The hold-out replays (a graph learned from the other iterations) are timelines too. Their
+    tasks move against each other, and an operator's time after its last child stretches with the
+    gap it sits in (replay.run.predicted_rank), so the check is the rebuilt-timeline one of
+    test_rebuilt_invariants: within the lead and tail its name ever had when measured."""
+    from test_rebuilt_invariants import check_predicted, measured_bounds
+
+    from lumos_core.graph.build import build_graph
+    from lumos_core.replay.holdout import holdout_graph
+    from lumos_core.replay.run import predicted_rank
+    from lumos_core.replay.simulate import simulate
+    from lumos_core.replay.twins import iterations_of
+
+    path = Path(folder) if folder == str(CPU_GPT) else shared(folder)
+    if not path.exists():
+        pytest.skip(f"{path} not available (../shared is absent)")
+    job = load_job(path, workers=1)
+    graph = build_graph(job)
+    its = iterations_of(graph)
+    bounds = measured_bounds(job)
+    for k in range(its.count):
+        h = holdout_graph(graph, its, k)
+        start, end = simulate(h.graph)
+        for t in job.ranks:
+            check_predicted(bounds, predicted_rank(h.graph, t, start, end))
