@@ -16,6 +16,7 @@ import numpy as np
 from app.timeline.lane_data import RowTable, build_row_table
 from lumos_core.errors import LumosError
 from lumos_core.graph.build import build_graph
+from lumos_core.graph.model import ExecutionGraph
 from lumos_core.progress import scaled
 from lumos_core.replay.idle import IdleReport, idle_attribution
 from lumos_core.replay.summaries import (
@@ -53,6 +54,7 @@ class LoadedJob:
     memory: list[list[DeviceMemory]] | None = None  # per rank: its devices' memory records, summarised
     idle: IdleReport | None = None  # GPU idle time by cause per stream and iteration
     idle_error: str = ""  # why there is none
+    graph: ExecutionGraph | None = None  # the execution graph built for it (reused by the what-ifs)
 
     @property
     def title(self) -> str:
@@ -95,7 +97,7 @@ def prepare_loaded(
     clocks = clock_table(job)
     memory = [rank_memory(rank) for rank in job.ranks]
     progress(0.95, "attributing GPU idle time")
-    idle, idle_error = job_idle(job)
+    idle, idle_error, graph = job_idle(job)
     progress(0.97, "inferring the traced configuration")
     baseline, baseline_error = infer_job_baseline(job)
     progress(1.0, f"loaded {n} rank(s)")
@@ -114,26 +116,29 @@ def prepare_loaded(
         memory=memory,
         idle=idle,
         idle_error=idle_error,
+        graph=graph,
     )
 
 
 IDLE_LIMIT_EVENTS = 2_000_000  # above this the idle table would cost a whole graph build at load
 
 
-def job_idle(job: Job) -> tuple[IdleReport | None, str]:
-    """GPU idle time by cause, or why it is not shown."""
+def job_idle(job: Job) -> tuple[IdleReport | None, str, ExecutionGraph | None]:
+    """GPU idle time by cause (and the graph it came from), or why it is not shown."""
     n = sum(len(t) for t in job.ranks)
     if n > IDLE_LIMIT_EVENTS:
         return (
             None,
             f"not computed at load for jobs over {IDLE_LIMIT_EVENTS:,} events: use lumos replay --idle",
+            None,
         )
     if not any(ln.is_gpu for t in job.ranks for ln in t.lanes):
-        return None, "no GPU streams in this trace"
+        return None, "no GPU streams in this trace", None
     try:
-        return idle_attribution(build_graph(job)), ""
+        graph = build_graph(job)
+        return idle_attribution(graph), "", graph
     except LumosError as exc:
-        return None, str(exc)
+        return None, str(exc), None
 
 
 def infer_job_baseline(job: Job, overrides: dict | None = None) -> tuple[Baseline | None, str]:

@@ -115,10 +115,10 @@ class GraphCache:
     """The job's execution graph, built by the first run that needs it (thread-safe: a second run
     waits for the first build instead of building again). The graph is only read afterwards."""
 
-    def __init__(self, job: Job, keep_stalls: bool = False) -> None:
+    def __init__(self, job: Job, keep_stalls: bool = False, graph: ExecutionGraph | None = None) -> None:
         self.job = job
         self.keep_stalls = keep_stalls  # unexplained GPU delays kept as fixed waits
-        self.graph: ExecutionGraph | None = None
+        self.graph: ExecutionGraph | None = None if keep_stalls else graph  # one built at load
         self.build_s = 0.0
         self._lock = threading.Lock()
 
@@ -276,7 +276,7 @@ class WhatIfRunner(QObject):
         self._drop_current()
         self.loaded = loaded
         self.overrides = dict(overrides or {})
-        self.cache = GraphCache(loaded.job, self.keep_stalls) if loaded is not None else None
+        self.cache = GraphCache(loaded.job, self.keep_stalls, loaded.graph) if loaded is not None else None
         if loaded is None:
             self.baseline, self.baseline_error = None, ""
         elif self.overrides:
@@ -292,7 +292,7 @@ class WhatIfRunner(QObject):
             return False
         self.keep_stalls = keep
         if self.loaded is not None:
-            self.cache = GraphCache(self.loaded.job, keep)
+            self.cache = GraphCache(self.loaded.job, keep, self.loaded.graph)
         return True
 
     def set_overrides(self, overrides: dict[str, Any]) -> None:
