@@ -110,3 +110,27 @@ def test_compare_with_a_measured_job_draws_it_under_and_lists_the_deltas(win) ->
     out = artifact_dir("compare-measured") / "base-under-layers8.png"
     assert win.grab().save(str(out))
     add_artifact(f"another measured job under the open one: {out}")
+
+
+def test_hardware_profile_is_used_by_the_apps_estimates(win, tmp_path) -> None:
+    from lumos_core.compare.calibrate import fit
+    from lumos_core.whatif.estimate import estimate
+
+    path = tmp_path / "cpu.json"
+    fit([load_job(CPU_GPT / n) for n in ("base", "seq256")]).profile.save(path)
+    wb = win.workbench
+    bad = tmp_path / "bad.json"
+    bad.write_text("{}")
+    assert not wb.set_hardware_profile(bad)  # reported, not raised
+    assert wb.runner.profile is None
+    assert wb.set_hardware_profile(path)
+    assert "cpu.json" in wb.profile_button.text()
+    before = set(wb.scenarios)
+    assert wb.request_estimate({"ffn": 2048})
+    wait_idle(win)
+    s = next(x for k, x in wb.scenarios.items() if k not in before)
+    assert s.profile == str(path)
+    expected = estimate(win.loaded.job, {"ffn": 2048}, profile=wb.runner.profile)
+    assert s.summary.iteration_us == pytest.approx(expected.predicted.iteration_us, rel=1e-9)
+    assert any("profile's rate" in r.model for r in s.summary.retimed)
+    wb.set_hardware_profile(None)

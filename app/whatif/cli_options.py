@@ -43,6 +43,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "(as What-if > Predict This Job from...; the numbers of lumos validate OTHER PATH)",
     )
     g.add_argument(
+        "--profile",
+        metavar="PROFILE.json",
+        help="estimate with a hardware profile fitted by lumos calibrate (What-if panel: Hardware profile)",
+    )
+    g.add_argument(
         "--session", metavar="FILE", help="reopen a saved session (traces, baseline values, scenarios)"
     )
     g.add_argument(
@@ -69,6 +74,8 @@ def install(window: MainWindow, ns: argparse.Namespace, estimates: list[dict[str
 
     def on_loaded(_lj: object) -> None:
         state["loaded"] = True
+        if ns.profile:
+            wb.set_hardware_profile(ns.profile)
         for changes in estimates:
             wb.enqueue_estimate(changes)
         if ns.predict_from:

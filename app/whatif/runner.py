@@ -35,6 +35,7 @@ from lumos_core import jit
 from lumos_core.compare.validate import prediction_scenario, validate_jobs
 from lumos_core.graph.build import build_graph
 from lumos_core.graph.model import ExecutionGraph
+from lumos_core.perf.profile import HardwareProfile
 from lumos_core.progress import Progress, scaled
 from lumos_core.replay.idle import stalls_note
 from lumos_core.replay.run import ReplayResult, replay
@@ -83,6 +84,7 @@ class Scenario:
     overlay: PredictedOverlay
     overrides: dict[str, Any] = field(default_factory=dict)
     seconds: float = 0.0  # request to result
+    profile: str = ""  # the hardware profile file the estimate used ("" = built-in models)
 
     @property
     def name(self) -> str:
@@ -157,14 +159,24 @@ def replay_work(
 
 
 def estimate_work(
-    loaded: LoadedJob, baseline: Baseline, cache: GraphCache, changes: dict[str, Any], name: str | None
+    loaded: LoadedJob,
+    baseline: Baseline,
+    cache: GraphCache,
+    changes: dict[str, Any],
+    name: str | None,
+    profile: HardwareProfile | None = None,
 ) -> Callable[..., tuple[ScenarioSummary, EstimateResult, PredictedOverlay]]:
     def work(
         progress: Progress, _on_file: object
     ) -> tuple[ScenarioSummary, EstimateResult, PredictedOverlay]:
         graph = cache.get(scaled(progress, 0.0, 0.3))
         result = estimate(
-            loaded.job, changes, baseline=baseline, graph=graph, progress=scaled(progress, 0.3, 0.85)
+            loaded.job,
+            changes,
+            baseline=baseline,
+            graph=graph,
+            progress=scaled(progress, 0.3, 0.85),
+            profile=profile,
         )
         progress(0.88, "summarising the prediction")
         summary = summarize_estimate(loaded.job, result, changes, name)
@@ -205,6 +217,7 @@ def sweep_work(
     knob: str,
     values: list[Any],
     fixed: dict[str, Any],
+    profile: HardwareProfile | None = None,
 ) -> Callable[..., SweepReport]:
     def work(progress: Progress, _on_file: object) -> SweepReport:
         graph = cache.get(scaled(progress, 0.0, 0.15))
@@ -216,6 +229,7 @@ def sweep_work(
             fixed=fixed,
             graph=graph,
             progress=scaled(progress, 0.15, 1.0),
+            profile=profile,
         )
 
     return work
@@ -243,6 +257,10 @@ class WhatIfRunner(QObject):
         self.baseline_error = ""
         self.overrides: dict[str, Any] = {}
         self.keep_stalls = False  # unexplained GPU delays kept as fixed waits (View menu)
+        # a hardware profile fitted by lumos calibrate (What-if > Hardware Profile...), for estimates
+        # and sweeps from now on
+        self.profile: HardwareProfile | None = None
+        self.profile_path = ""
         self.cache: GraphCache | None = None
         self._token = 0
         self._current: int | None = None  # token of the task whose result is wanted
@@ -372,9 +390,13 @@ class WhatIfRunner(QObject):
         elif req.kind == "predict_from":
             fn = predict_from_work(self.loaded, req.source, req.name)
         elif req.kind == "sweep":
-            fn = sweep_work(self.loaded, self.baseline, self.cache, req.knob, req.values, dict(req.changes))
+            fn = sweep_work(
+                self.loaded, self.baseline, self.cache, req.knob, req.values, dict(req.changes), self.profile
+            )
         else:
-            fn = estimate_work(self.loaded, self.baseline, self.cache, dict(req.changes), req.name)
+            fn = estimate_work(
+                self.loaded, self.baseline, self.cache, dict(req.changes), req.name, self.profile
+            )
         task = BackgroundTask(fn, token)
         task.progressed.connect(self._on_progress)
         task.succeeded.connect(self._on_succeeded)
@@ -403,7 +425,15 @@ class WhatIfRunner(QObject):
             return
         summary, result, overlay = payload  # type: ignore[misc]
         self.scenario_ready.emit(
-            Scenario(self.new_id(), summary, result, overlay, dict(self.overrides), seconds)
+            Scenario(
+                self.new_id(),
+                summary,
+                result,
+                overlay,
+                dict(self.overrides),
+                seconds,
+                self.profile_path if req.kind == "estimate" else "",
+            )
         )
 
     def _on_failed(self, token: int, message: str) -> None:

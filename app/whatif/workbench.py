@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import QObject, Qt, QTimer, Signal
-from PySide6.QtWidgets import QDockWidget, QFileDialog, QLabel, QWidget
+from PySide6.QtWidgets import QDockWidget, QFileDialog, QLabel, QPushButton, QWidget
 
 from app.loaded_job import LoadedJob
 from app.panels.details_panel import EventDetails, describe_event
@@ -41,6 +41,8 @@ from app.whatif.scenario_export import ScenarioExport
 from app.whatif.scenarios import ScenarioList
 from app.whatif.session_keeping import JobHost, SessionKeeping
 from app.whatif.workbench_menus import WorkbenchMenus
+from lumos_core.errors import LumosError
+from lumos_core.perf.profile import HardwareProfile
 
 __all__ = ["JobHost", "WhatIfWorkbench"]
 
@@ -79,6 +81,13 @@ class WhatIfWorkbench(WorkbenchMenus, OverlayChoice, ScenarioExport, SessionKeep
         self.compare = CompareView(theme)
         self.sweep = SweepView(theme)
         self.measured_compare = MeasuredCompare(timeline, parent)
+        self.profile_button = QPushButton(self.profile_text())
+        self.profile_button.setToolTip(
+            "Estimate with a hardware profile fitted on your cluster's runs (lumos calibrate): GEMM "
+            "rates per shape class and collective parameters"
+        )
+        self.profile_button.clicked.connect(self.ask_hardware_profile)
+        self.panel.add_action(self.profile_button)
         self.config_dock = QDockWidget("What-if")
         self.config_dock.setObjectName("WhatIfDock")
         self.config_dock.setWidget(self.panel)
@@ -210,12 +219,47 @@ class WhatIfWorkbench(WorkbenchMenus, OverlayChoice, ScenarioExport, SessionKeep
         if folder:
             self.request_predict_from(folder)
 
+    def set_hardware_profile(self, path: str | Path | None) -> bool:
+        """Use the hardware profile at ``path`` (lumos calibrate) for estimates and sweeps from now
+        on; None: the built-in models. A bad file is reported and the current profile kept."""
+        if path is None:
+            self.runner.profile, self.runner.profile_path = None, ""
+        else:
+            try:
+                profile = HardwareProfile.load(path)
+            except LumosError as exc:
+                self.panel.show_error(str(exc))
+                return False
+            self.runner.profile, self.runner.profile_path = profile, str(path)
+        self.panel.show_error("")
+        self.profile_button.setText(self.profile_text())
+        self.notify(f"Hardware profile: {self.profile_text()}")
+        return True
+
+    def profile_text(self) -> str:
+        p = self.runner.profile
+        if p is None:
+            return "Hardware profile: built-in models…"
+        return f"Hardware profile: {Path(self.runner.profile_path).name} ({p.device})…"
+
+    def ask_hardware_profile(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(
+            self.dialog_parent(), "Hardware Profile (lumos calibrate)", "", "Hardware profile (*.json)"
+        )
+        if path:
+            self.set_hardware_profile(path)
+
     def request_sweep(self, knob: str, values: list[Any]) -> bool:
         return self.runner.request(Request("sweep", {}, knob=knob, values=list(values)))
 
     def _find(self, changes: dict[str, Any]) -> Scenario | None:
         for s in self.scenarios.values():
-            if s.kind == "estimate" and s.changes == changes and s.overrides == self.runner.overrides:
+            if (
+                s.kind == "estimate"
+                and s.changes == changes
+                and s.overrides == self.runner.overrides
+                and s.profile == self.runner.profile_path
+            ):
                 return s
         return None
 

@@ -136,10 +136,19 @@ def run_axis(
     baseline: Baseline | None = None,
     graph: ExecutionGraph | None = None,
     progress: Progress = no_progress,
+    profile: HardwareProfile | None = None,
 ) -> SweepReport:
     """Sweep one knob: the one-axis grid ``knob=values`` (``fixed`` held), estimated in this
     thread one value after another (:class:`~lumos_core.sweep.engines.InProcessEngine`). Its rows
     are those of ``lumos sweep --grid KNOB=VALUES`` and each is what ``lumos estimate --KNOB VALUE``
     prints; a value that is not a valid configuration becomes a skipped row with the reason."""
     grid = axis_grid(knob, values, fixed)
-    return run_grid(job, grid, InProcessEngine(progress), baseline=baseline, graph=graph, progress=progress)
+    return run_grid(
+        job,
+        grid,
+        InProcessEngine(progress),
+        baseline=baseline,
+        graph=graph,
+        progress=progress,
+        profile=profile,
+    )
