@@ -341,3 +341,22 @@ def test_cpu_ground_truth_pairs(name: str, cpu_base) -> None:
     pred = r.predicted.iteration_us / r.replayed.iteration_us * base_ms
     truth = steady_ms(load_job(CPU_GPT / name, use_cache=False))
     assert pred == pytest.approx(truth, rel=tol), (name, pred, truth)
+
+
+NON_DP_TARGET = 0.05  # the issue's target: mean |error| over the non-DP knobs
+
+
+def test_cpu_ground_truth_mean_error_over_non_dp_knobs(cpu_base) -> None:
+    """Mean |error| of the non-DP one-knob estimates within the issue's 5 % target, widened by the
+    recordings' own noise floor (base vs base_repeat, the same command recorded twice)."""
+    base_ms = steady_ms(cpu_base)
+    noise = abs(steady_ms(load_job(CPU_GPT / "base_repeat", use_cache=False)) / base_ms - 1)
+    errors = []
+    for name, (changes, _) in sorted(CPU_CASES.items()):
+        if "dp" in changes:
+            continue
+        r = estimate(cpu_base, changes)
+        pred = r.predicted.iteration_us / r.replayed.iteration_us * base_ms
+        errors.append(abs(pred / steady_ms(load_job(CPU_GPT / name, use_cache=False)) - 1))
+    mean = sum(errors) / len(errors)
+    assert mean <= NON_DP_TARGET + noise, (mean, noise, errors)
