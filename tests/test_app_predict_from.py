@@ -106,7 +106,10 @@ def test_compare_with_a_measured_job_draws_it_under_and_lists_the_deltas(win) ->
     row = next(i for i in range(mc.table.rowCount()) if mc.table.item(i, 0).text().startswith("aten::mm"))
     mc.table.selectRow(row)
     QApplication.processEvents()
-    assert view.match_count > 0  # the selected kernel's tasks are highlighted
+    assert view.match_count > 0  # the selected kernel's tasks are highlighted in A
+    n_a = len(win.loaded.job.ranks)
+    masks_b = view.match_masks[n_a:]
+    assert masks_b and masks_b[0] is not None and masks_b[0].any()  # and in B
     out = artifact_dir("compare-measured") / "base-under-layers8.png"
     assert win.grab().save(str(out))
     add_artifact(f"another measured job under the open one: {out}")

@@ -161,10 +161,16 @@ class PredictionLayers:
         n, m = len(loaded.job.ranks), len(pred.ranks)
         ranks = [*loaded.job.ranks, *pred.ranks]
         blank = empty_table()
-        layers = [
-            Layer("measured", ranks, [*loaded.tables, *([blank] * m)]),
-            Layer("predicted", ranks, [*([blank] * n), *pred.tables]),
-        ]
+        if pred.measured_first:  # another *measured* job: drawn as measured, searchable like it
+            layers = [
+                Layer("measured", ranks, [*loaded.tables, *pred.tables]),
+                Layer("predicted", ranks, [blank] * (n + m)),
+            ]
+        else:
+            layers = [
+                Layer("measured", ranks, [*loaded.tables, *([blank] * m)]),
+                Layer("predicted", ranks, [*([blank] * n), *pred.tables]),
+            ]
         if pred.measured_first:  # another measured job under the open one
             labels = [f"A rank {t.rank} · measured" for t in loaded.job.ranks] + list(pred.labels)
             order = list(range(n)) + list(range(n, n + m))

@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtWidgets import (
     QDockWidget,
@@ -58,6 +59,7 @@ class MeasuredCompare(QObject):
         self.job_b: Job | None = None
         self.diff: JobDiff | None = None
         self.shift_ns = 0  # applied to B's times
+        self.tables_b: list[Any] = []  # B's row tables as drawn
         self._task: BackgroundTask | None = None
         self._token = 0
         self.dock = QDockWidget("Diff", parent)
@@ -169,9 +171,10 @@ class MeasuredCompare(QObject):
             for t in ranks
         ]
         name = Path(self.job_b.path).name
+        self.tables_b = [build_row_table(t, f) for t, f in zip(ranks, families)]
         overlay = PredictedOverlay(
             ranks=ranks,
-            tables=[build_row_table(t, f) for t, f in zip(ranks, families)],
+            tables=self.tables_b,
             families=families,
             present=[True] * len(ranks),
             labels=[f"B rank {t.rank} · measured ({name})" for t in ranks],
@@ -219,4 +222,22 @@ class MeasuredCompare(QObject):
         item = self.table.item(min(rows), 0)
         name = item.data(Qt.ItemDataRole.UserRole) if item is not None else ""
         if name:
-            self.timeline.set_search(name)
+            self.highlight(name)
+
+    def highlight(self, name: str) -> int:
+        """Highlight the tasks whose name contains ``name`` in both jobs; returns B's count."""
+        self.timeline.set_search(name)
+        if self.job_b is None or not self.tables_b:
+            return 0
+        needle = name.strip().lower()
+        masks: list[np.ndarray | None] = []
+        found = 0
+        for t, table in zip(self.job_b.ranks, self.tables_b):
+            hit = np.fromiter((needle in s.lower() for s in t.strings), bool, len(t.strings))
+            mask = hit[t.name[table.event]] if hit.any() else None
+            found += int(mask.sum()) if mask is not None else 0
+            masks.append(mask)
+        combined = list(self.timeline.match_masks) + masks
+        self.timeline.match_masks = combined  # kept across relayouts, like the search's own
+        self.timeline.item.set_match_masks(combined)
+        return found
