@@ -33,7 +33,7 @@ from app.timeline.layer import IterationMark
 from app.timeline.overlay_data import PredictedOverlay
 from app.timeline.timeline_view import TimelineView
 from lumos_core.compare.diff import JobDiff, diff_jobs
-from lumos_core.compare.summary import steady_windows
+from lumos_core.replay.breakdown import steady_windows
 from lumos_core.trace.kernel_families import event_families
 from lumos_core.trace.loader import load_job
 from lumos_core.trace.model import Job
@@ -42,7 +42,7 @@ _ROWS = 200
 
 
 def first_steady_start(job: Job) -> int:
-    starts = [w[0][1] for w in (steady_windows(t) for t in job.ranks) if w]
+    starts = [w[0].start for w in (steady_windows(t) for t in job.ranks) if w]
     return min(starts) if starts else 0
 
 

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from lumos_core.compare.summary import is_gpu_job, steady_windows
+from lumos_core.compare.summary import is_gpu_job
 from lumos_core.errors import LumosError
 from lumos_core.graph.build import build_graph
 from lumos_core.perf.collective_kinds import bus_factor
@@ -34,6 +34,7 @@ from lumos_core.perf.nccl import NcclModel
 from lumos_core.perf.nccl.model import CollectiveSample
 from lumos_core.perf.profile import AlphaBeta, GemmClass, HardwareProfile, gemm_class
 from lumos_core.progress import Progress, no_progress
+from lumos_core.replay.breakdown import steady_windows
 from lumos_core.trace.kernel_families import GEMM_OPS, Family, event_families
 from lumos_core.trace.model import GPU_ACTIVITY_KINDS, CollectiveKind, Job, Kind, RankTrace
 from lumos_core.whatif.baseline import gemm_shape
@@ -96,7 +97,7 @@ def _in_steady(t: RankTrace) -> np.ndarray:
     win = steady_windows(t)
     if not win:
         return np.zeros(len(t), bool)
-    lo, hi = win[0][1], win[-1][2]
+    lo, hi = win[0].start, win[-1].end
     return (t.start >= lo) & (t.start < hi)
 
 

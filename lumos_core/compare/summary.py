@@ -21,12 +21,12 @@ from typing import Any
 import numpy as np
 
 from lumos_core.perf.collective_kinds import bus_factor
-from lumos_core.replay.breakdown import activity, breakdown, iteration_windows
+from lumos_core.replay.breakdown import activity, breakdown, steady_windows
 from lumos_core.trace.kernel_families import Family, event_families
 from lumos_core.trace.model import GPU_ACTIVITY_KINDS, CollectiveKind, Kind, RankTrace
 from lumos_core.whatif.retime.families import cpu_op_families
 
-BREAKDOWN_KEYS = ("exposed_compute_us", "overlapped_us", "exposed_comm_us", "idle_us")
+BREAKDOWN_KEYS = ("exposed_compute_us", "overlapped_us", "exposed_comm_us", "other_us")  # as replay/estimate
 SUMMARY_DEFINITION = (
     "per rank and per steady-state iteration (mean over ranks and over the iterations between "
     "consecutive ProfilerStep starts, the last partial one left out); GPU jobs: GPU activities; "
@@ -120,13 +120,6 @@ def is_gpu_job(ranks: Sequence[RankTrace]) -> bool:
     return any(np.isin(t.kind, _GPU_KINDS).any() for t in ranks)
 
 
-def steady_windows(t: RankTrace) -> list[tuple[str, int, int]]:
-    w = iteration_windows(t)
-    if len(w) > 1:
-        w = w[:-1]
-    return [(x.name, x.start, x.end) for x in w]
-
-
 def summarize(
     ranks: Sequence[RankTrace], label: str = "", *, gpu: bool | None = None, shapes: bool = True
 ) -> JobSummary:
@@ -136,7 +129,7 @@ def summarize(
     out = JobSummary(label=label, gpu=gpu, device=device, ranks={})
     weight = 0
     for t in ranks:
-        win = steady_windows(t)
+        win = [(w.name, w.start, w.end) for w in steady_windows(t)]
         if not win:
             continue
         weight += len(win)
