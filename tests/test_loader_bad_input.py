@@ -305,3 +305,18 @@ def test_cli_inspect_text_on_a_file_with_spaces_in_its_name() -> None:
     out = run_cli("inspect", str(path))
     assert out.returncode == 0, out.stderr
     assert "ProfilerStep#12" in out.stdout and "rank 3" in out.stdout
+
+
+def test_commands_other_than_inspect_warn_on_stderr_about_a_skipped_rank(tmp_path: Path) -> None:
+    # replay, estimate and diff go on with the good ranks; their figures are then not the whole
+    # job's, so the skipped file and the missing rank must be said (inspect lists them itself).
+    write(tmp_path / "rank0.json", tiny_trace(0, world=3))
+    write(tmp_path / "rank1.json", tiny_trace(1, world=3))
+    (tmp_path / "rank2.json").write_bytes(json.dumps(tiny_trace(2, world=3)).encode()[:50])
+    for args in (("replay", "--json", "--no-holdout", str(tmp_path)), ("diff", str(tmp_path), str(tmp_path))):
+        out = run_cli(*args)
+        assert out.returncode == 0, out.stderr
+        assert "skipped" in out.stderr and "rank2.json" in out.stderr, (args, out.stderr)
+        assert "missing: 2" in out.stderr, (args, out.stderr)
+        assert "Traceback" not in out.stderr
+    assert json.loads(run_cli("replay", "--json", "--no-holdout", str(tmp_path)).stdout)

@@ -6,7 +6,7 @@ import argparse
 import math
 from pathlib import Path
 
-from lumos_core.commands.common import terminal_progress
+from lumos_core.commands.common import report_load_problems, terminal_progress
 from lumos_core.commands.diff import dump_json
 from lumos_core.compare.calibrate import Calibration, fit
 from lumos_core.errors import LumosError
@@ -41,6 +41,8 @@ def run(args: argparse.Namespace) -> int:
         load_job(r, progress=terminal_progress(not args.quiet), use_cache=not args.no_cache)
         for r in args.runs
     ]
+    for job in jobs:
+        report_load_problems(job)
     cal = fit(jobs, progress=terminal_progress(not args.quiet))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     cal.profile.save(args.out)

@@ -83,7 +83,7 @@ def load_from_args(args: argparse.Namespace, load_job: Callable[..., Any]) -> An
 
         parser = RayParser(address=address, jobs=args.workers, root=args.cache_dir)
     try:
-        return load_job(
+        job = load_job(
             args.path,
             progress=terminal_progress(not args.quiet),
             strict=args.strict,
@@ -94,6 +94,20 @@ def load_from_args(args: argparse.Namespace, load_job: Callable[..., Any]) -> An
     finally:
         if parser is not None:
             parser.close()
+    if getattr(args, "command", None) != "inspect":  # inspect prints every warning itself
+        report_load_problems(job)
+    return job
+
+
+def report_load_problems(job: Any, out: Any = None) -> None:
+    """Tell the user on stderr which rank files were skipped and which ranks are missing: the
+    command goes on with the good ranks, but its figures are not the whole job's."""
+    out = out if out is not None else sys.stderr
+    for s in getattr(job, "skipped", ()):
+        print(f"lumos: warning: skipped {s.file}: {s.reason}", file=out)
+    for w in getattr(job, "warnings", ()):
+        if w.startswith("the job has ") and " were loaded (missing: " in w:
+            print(f"lumos: warning: {job.path}: {w}", file=out)
 
 
 def add_profile_argument(p: argparse.ArgumentParser) -> None:

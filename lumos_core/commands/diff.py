@@ -8,7 +8,7 @@ from typing import Any
 
 import orjson
 
-from lumos_core.commands.common import terminal_progress
+from lumos_core.commands.common import report_load_problems, terminal_progress
 from lumos_core.compare.diff import BREAKDOWN_KEYS, JobDiff, diff_jobs
 from lumos_core.trace.loader import load_job
 
@@ -48,6 +48,8 @@ def load_pair(args: argparse.Namespace) -> tuple[Any, Any]:
     kw = {"strict": args.strict, "use_cache": not args.no_cache, "workers": args.workers}
     a = load_job(args.a, progress=terminal_progress(not args.quiet), **kw)
     b = load_job(args.b, progress=terminal_progress(not args.quiet), **kw)
+    report_load_problems(a)
+    report_load_problems(b)
     return a, b
 
 
