@@ -314,3 +314,24 @@ def test_cli_replay_json(one_stream, tmp_path: Path) -> None:
         timeout=120,
     )
     assert bad.returncode == 2 and "PATTERN=FACTOR" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_cli_replay_text_labels_its_errors_in_sample(one_stream) -> None:
+    # Every accuracy figure says whether it is in-sample or hold-out; a scaled replay is not one.
+    def text(*extra: str) -> str:
+        out = subprocess.run(
+            [sys.executable, "-m", "lumos_core", "replay", "--no-holdout", *extra, one_stream.path],
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+            timeout=120,
+        )
+        assert out.returncode == 0, out.stderr
+        return out.stdout
+
+    figures = ("mean absolute iteration-time error", "GPU task start error")
+    plain = [ln for ln in text().splitlines() if any(f in ln for f in figures)]
+    assert plain and all(ln.startswith("in-sample") for ln in plain), plain
+    scaled = text("--scale", "^K$=2")
+    assert "in-sample: mean absolute" not in scaled
+    assert "scaled replay vs measured (not an accuracy figure): mean absolute" in scaled
