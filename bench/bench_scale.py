@@ -147,21 +147,30 @@ def _supports(code: Path, option: str) -> bool:
     return option in out.stdout
 
 
-def measure(code: Path, label: str, job: Path, name: str, max_bytes: int, timeout: float) -> dict:
+def measure(code: Path, label: str, job: Path, name: str, max_bytes: int, timeout: float, keep: bool) -> dict:
     cache = ROOT / "cache" / f"{label}-{name}"
-    shutil.rmtree(cache, ignore_errors=True)
+    reuse = keep and (cache / "ranks").is_dir() and any((cache / "ranks").iterdir())
+    if not reuse:
+        shutil.rmtree(cache, ignore_errors=True)
     replay_args = ["replay", str(job), "--json", "-q"]
     if _supports(code, "--no-holdout"):  # the hold-out evaluation is a separate, opt-in analysis
         replay_args.append("--no-holdout")
-    cold = run_cli(code, replay_args, cache, max_bytes, timeout)
-    if cold.error:
+    cold = (
+        Run(error="cache kept from an earlier run")
+        if reuse
+        else run_cli(code, replay_args, cache, max_bytes, timeout)
+    )
+    if cold.error and not reuse:
         shutil.rmtree(cache, ignore_errors=True)
         return {"error": cold.error}
     cached = run_cli(code, replay_args, cache, max_bytes, timeout)
+    if cached.error:
+        return {"error": cached.error}
     est = run_cli(code, ["estimate", str(job), "--dp", "16", "--json", "-q"], cache, max_bytes, timeout)
-    shutil.rmtree(cache, ignore_errors=True)
+    if not keep:
+        shutil.rmtree(cache, ignore_errors=True)
     row = {"cold": cold, "cached": cached, "estimate": est}
-    row["tasks"] = cold.out["tasks"] if cold.out else 0
+    row["tasks"] = cached.out["tasks"] if cached.out else 0
     return row
 
 
@@ -171,10 +180,15 @@ def fmt(label: str, name: str, row: dict) -> str:
     cold, cached, est = row["cold"], row["cached"], row["estimate"]
     n = row["tasks"]
     out = cached.out or {}
-    rss = max(cold.rss, cached.rss)
-    est_s = f"{est.wall:8.1f}" if not est.error else f" {est.error}"
+    rss = cached.rss
+    est_s = (
+        f"{est.wall:8.1f} ({est.cpu:.1f} CPU, {est.rss / 2**30:.2f} GiB)"
+        if not est.error
+        else f" {est.error}"
+    )
     return (
-        f"{name:>5} {label:<8} {n / 1e6:7.2f} {cold.wall:8.1f} {cached.wall:8.1f} {cached.cpu:7.1f} "
+        f"{name:>5} {label:<8} {n / 1e6:7.2f} {cold.wall if not cold.error else float('nan'):8.1f} "
+        f"{cached.wall:8.1f} {cached.cpu:7.1f} "
         f"{out.get('seconds', 0):8.1f} {out.get('simulate_seconds', 0):6.2f} "
         f"{n / cached.wall / 1e6:8.2f} {n / max(cached.cpu, 1e-9) / 1e6:8.2f} "
         f"{n / max(out.get('simulate_seconds', 0), 1e-9) / 1e6:8.1f} "
@@ -189,6 +203,11 @@ def main() -> None:
     ap.add_argument("--no-baseline", action="store_true")
     ap.add_argument("--max-gb", type=float, default=8.0, help="never let one run exceed this RSS")
     ap.add_argument("--timeout", type=float, default=900.0, help="seconds per run")
+    ap.add_argument(
+        "--keep-cache",
+        action="store_true",
+        help="keep each job's parsed columns for the next run (which then skips the cold run)",
+    )
     args = ap.parse_args()
     max_bytes = int(args.max_gb * 2**30)
     names = [n.strip() for n in args.jobs.split(",") if n.strip()]
@@ -213,9 +232,9 @@ def main() -> None:
                     f"{per_task[label] * expected / 2**30:.1f} GiB > {args.max_gb:g} GiB (does not fit)"
                 )
             else:
-                row = measure(code, label, job, name, max_bytes, args.timeout)
+                row = measure(code, label, job, name, max_bytes, args.timeout, args.keep_cache)
                 if "error" not in row:
-                    per_task[label] = max(row["cold"].rss, row["cached"].rss) / max(row["tasks"], 1)
+                    per_task[label] = row["cached"].rss / max(row["tasks"], 1)
                 line = fmt(label, name, row)
             rows.append(line)
             print(line, flush=True)

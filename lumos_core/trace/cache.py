@@ -68,6 +68,14 @@ def entry_path(path: Path, root: Path | None = None) -> Path:
     return (root or cache_dir()) / "ranks" / cache_key(path)
 
 
+def entry_exists(path: Path, root: Path | None = None) -> bool:
+    """Whether a complete entry for ``path`` is in the cache (it may still fail to load)."""
+    try:
+        return (entry_path(path, root) / "meta.json").exists()
+    except OSError:
+        return False
+
+
 def save(rank: RankTrace, path: Path, root: Path | None = None) -> None:
     """Write ``rank`` (as parsed, rank-local times) to the cache; failures are silent (cache is optional)."""
     tmp = None

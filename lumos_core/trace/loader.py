@@ -191,6 +191,16 @@ def parse_one_file(path_str: str, use_cache: bool) -> RankTrace | str:
     return rank
 
 
+def parse_into_cache(path_str: str, use_cache: bool = True) -> RankTrace | str | None:
+    """Worker entry point that leaves the columns in the cache: None once they are there (the
+    parent maps them from the cache instead of receiving a pickled copy: half the memory of a cold
+    load of many ranks, and no copy through the pipe), else the RankTrace or why it failed."""
+    outcome = parse_one_file(path_str, use_cache)
+    if isinstance(outcome, RankTrace) and cache.entry_exists(Path(path_str)):
+        return None
+    return outcome
+
+
 def _estimated_tree_bytes(path: Path) -> int:
     """Rough memory to parse ``path`` with the batch parser (gzip: its recorded uncompressed size)."""
     return text_bytes(path) * _TREE_FACTOR
@@ -246,7 +256,8 @@ def _parse_all(todo: list[Path], workers: int | None, use_cache: bool):  # type:
     try:
         # Largest first: the slowest file starts early and the pool finishes evenly.
         order = sorted(todo, key=lambda f: -need[f])
-        futures = {pool.submit(parse_one_file, str(f), use_cache): f for f in order}
+        work = parse_into_cache if use_cache else parse_one_file
+        futures = {pool.submit(work, str(f), use_cache): f for f in order}
         for fut in cf.as_completed(futures):
             f = futures[fut]
             try:
@@ -256,6 +267,12 @@ def _parse_all(todo: list[Path], workers: int | None, use_cache: bool):  # type:
                     "the parsing process died (most likely out of memory: the file needs about "
                     f"{need[f] / 2**30:.1f} GiB)"
                 )
+            if result is None:  # in the cache: open it memory-mapped rather than hold a copy
+                result = cache.load(f)
+                if result is None:  # the entry went away meanwhile: parse here
+                    result = parse_one_file(str(f), use_cache)
+                else:
+                    result.file = str(f)
             yield f, result
     except BaseException:
         interrupted = True  # cancelled or failed: don't wait for files still being parsed
