@@ -114,6 +114,8 @@ class MainWindow(JobOpening, WindowMenus, QMainWindow):
         self.build_toolbar()
         self.build_menus()
         self.timeline.selection_changed.connect(self._on_selection)
+        # the details of the selected task include the shown scenario's prediction: redo them
+        self.workbench.scenario_shown.connect(lambda _s: self._on_selection(self.timeline.selected))
         self.summaries.idle.event_requested.connect(self._select_event)
         self.timeline.hovered.connect(self._on_hover)
         self.timeline.measured.connect(self._on_measured)

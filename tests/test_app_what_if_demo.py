@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 from app_helpers import close_window, make_window, wait_loaded
-from PySide6.QtWidgets import QApplication
+from PySide6.QtWidgets import QApplication, QSplitter
 
 from app.timeline.lane_layout import RowKind
 from app.timeline.timeline_view import PREDICTED, Hit
@@ -88,6 +88,50 @@ def test_data_parallel_replicas_are_labelled_with_the_ranks_they_stand_for(demo,
     wb.set_overlay_mode("measured")
     assert demo.timeline.prediction is None
     QApplication.processEvents()
+
+
+def test_details_follow_the_scenario_shown_not_the_previous_one(demo, qtbot) -> None:
+    wb = demo.workbench
+    base = wb.scenario_named("baseline replay")
+    assert base is not None
+    wb.show_scenario(base.id)
+    wb.set_overlay_mode("ghost")
+    r0 = demo.loaded.job.ranks[0]
+    demo.timeline.select(Hit(0, int(np.flatnonzero(r0.kind == Kind.KERNEL)[5])), reveal=True)
+    titles = lambda: [t for t, _ in demo.details.details.sections]  # noqa: E731
+    assert "Predicted (baseline replay)" in titles()
+    with qtbot.waitSignal(wb.scenario_added, timeout=60_000) as got:
+        wb.request_estimate({"dp": 8})
+    wait_loaded(demo)
+    s = got.args[0]
+    assert wb.shown is s and not s.overlay.separate
+    assert "Predicted (baseline replay)" not in titles()  # the new scenario's, not the old one's
+    assert f"Predicted ({s.name})" in titles()
+    wb.show_scenario(None)
+    assert not any(t.startswith("Predicted (") for t in titles())
+
+
+def test_prediction_tab_legend_never_covers_the_bars_in_a_small_window(demo) -> None:
+    wb = demo.workbench
+    s = wb.scenario_named("baseline replay")
+    assert s is not None
+    demo.resize(1200, 760)
+    demo.reveal(wb.prediction)
+    wb.show_scenario(s.id)
+    pane = wb.prediction
+    pane.show_summary(s.summary)
+    split = pane.findChild(QSplitter)
+    split.setSizes([120, 400, 400])  # the user drags the tables up
+    for _ in range(5):
+        QApplication.processEvents()
+    bars = pane.bars.geometry()
+    legend = pane.legend.geometry()
+    headline = pane.headline.geometry()
+    assert pane.legend.isVisible() and pane.bars.isVisible()
+    assert bars.height() >= pane.bars.minimumHeight()
+    assert not legend.intersects(bars), (legend, bars)
+    assert not headline.intersects(bars), (headline, bars)
+    demo.resize(1600, 1000)
 
 
 def test_a_click_right_after_opening_supersedes_the_baseline_replay_which_comes_back(qtbot) -> None:

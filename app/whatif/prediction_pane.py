@@ -14,9 +14,9 @@ from pathlib import Path
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QSize, Qt
 from PySide6.QtGui import QColor
-from PySide6.QtWidgets import QLabel, QSplitter, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QFrame, QLabel, QScrollArea, QSplitter, QVBoxLayout, QWidget
 
 from app.panels.summary_panes import BREAKDOWN, TablePane
 from app.panels.table_model import Column
@@ -53,6 +53,11 @@ class BreakdownBars(pg.PlotWidget):
         self.getAxis("bottom").enableAutoSIPrefix(False)  # ms, as the headline says
         self.setMinimumHeight(110)
         self.apply_theme(theme)
+
+    def sizeHint(self) -> QSize:
+        # three bars read well at ~140 px; a view's default hint (hundreds of px) would make the
+        # Prediction tab's top part scroll in a short window although it fits
+        return QSize(super().sizeHint().width(), 140)
 
     def set_rows(self, rows: list[tuple[str, Breakdown, float]]) -> None:
         """(label, breakdown, iteration ms) per bar, top to bottom."""
@@ -149,8 +154,17 @@ class PredictionPane(QWidget):
         tl.addWidget(self.headline)
         tl.addWidget(self.bars, 1)
         tl.addWidget(self.legend)
+        # In a short window the headline, bars and legend need more height than the splitter
+        # gives them; a layout squeezed below its minimum draws its widgets over each other (the
+        # legend over the bars), so the three scroll together instead.
+        self.top_scroll = QScrollArea()
+        self.top_scroll.setWidget(top)
+        self.top_scroll.setWidgetResizable(True)
+        self.top_scroll.setFrameShape(QFrame.Shape.NoFrame)
+        self.top_scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.top_scroll.setMinimumHeight(220)  # the bars stay in view; the tables scroll
         split = QSplitter(Qt.Orientation.Vertical)
-        split.addWidget(top)
+        split.addWidget(self.top_scroll)
         split.addWidget(self.iterations)
         split.addWidget(self.retimed)
         split.setSizes([260, 220, 110])
