@@ -97,3 +97,11 @@ def test_estimate_says_whether_stalls_were_kept(tmp_path) -> None:
     kept = run_lumos("estimate", folder, "--dp", "4", "--keep-stalls", "--json", "-q", tmp_path=tmp_path)
     assert kept.returncode == 0, kept.stderr
     assert json.loads(kept.stdout)["stalls_kept"] is True
+
+
+def test_stalls_note_is_left_out_when_there_is_no_unexplained_delay() -> None:
+    from lumos_core.replay.idle import stalls_note
+
+    assert stalls_note(False, 0) is None and stalls_note(True, 10_000) is None
+    assert "1.2 ms" in (stalls_note(False, 1_200_000) or "")
+    assert (stalls_note(True, 1_200_000) or "").startswith("stalls kept")

@@ -149,7 +149,8 @@ def replay_work(
         result = replay(loaded.job, progress=scaled(progress, 0.4, 0.85), graph=graph, critical_paths=False)
         progress(0.88, "comparing with the measured iterations")
         summary = summarize_replay(loaded.job, result, baseline, name)
-        summary.notes.append(stalls_note(cache.keep_stalls, graph.unexplained_ns))
+        if note := stalls_note(cache.keep_stalls, graph.unexplained_ns):
+            summary.notes.append(note)
         progress(0.94, "arranging the predicted ranks")
         overlay = build_overlay(loaded, result.timeline, summary)
         progress(1.0, "replay done")
@@ -180,7 +181,8 @@ def estimate_work(
         )
         progress(0.88, "summarising the prediction")
         summary = summarize_estimate(loaded.job, result, changes, name)
-        summary.notes.append(stalls_note(cache.keep_stalls, graph.unexplained_ns))
+        if note := stalls_note(cache.keep_stalls, graph.unexplained_ns):
+            summary.notes.append(note)
         progress(0.94, "arranging the predicted ranks")
         overlay = build_overlay(loaded, result.timeline, summary)
         progress(1.0, "estimate done")

@@ -187,7 +187,9 @@ def run(args: argparse.Namespace) -> int:
         )
     else:
         print(format_estimate(result, args.out))
-        print(stalls_note(args.keep_stalls, graph.unexplained_ns))
+        note = stalls_note(args.keep_stalls, graph.unexplained_ns)
+        if note:
+            print(note)
     return 0
 
 

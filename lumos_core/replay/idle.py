@@ -249,8 +249,11 @@ def _peer_wait(graph: ExecutionGraph) -> np.ndarray:
     return out
 
 
-def stalls_note(kept: bool, unexplained_ns: int) -> str:
-    """Whether a replay or what-if kept the GPU delays no dependency explains."""
+def stalls_note(kept: bool, unexplained_ns: int) -> str | None:
+    """Whether a replay or what-if kept the GPU delays no dependency explains; None when there are
+    none worth a line (under 0.05 ms: "0.0 ms ... not replayed" only puzzles a reader)."""
+    if unexplained_ns < 50_000:
+        return None
     if kept:
         return f"stalls kept: {unexplained_ns / 1e6:.1f} ms of unexplained GPU delay replayed as fixed waits"
     return (
