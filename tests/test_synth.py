@@ -11,6 +11,7 @@ with all ranks and every collective matched.
 from __future__ import annotations
 
 import gzip
+import json
 import re
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -599,6 +600,13 @@ def test_cli_synth_writes_and_reports(tmp_path, capsys):
     rc = cli_main(["synth", str(out), "--pp", "5", "--quiet"])
     assert rc == 2
     assert "48 layers cannot be split evenly" in capsys.readouterr().err
+    # replay and estimate of a synthetic job say that their figures are no evidence of accuracy
+    assert cli_main(["replay", str(out), "-q", "--no-holdout"]) == 0
+    assert "SYNTHETIC job" in capsys.readouterr().out
+    assert cli_main(["estimate", str(out), "-q", "--dp", "4"]) == 0
+    assert "never its accuracy" in capsys.readouterr().out
+    assert cli_main(["estimate", str(out), "-q", "--dp", "4", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["synthetic"] is True
 
 
 # ------------------------------------------------------------------------------------------ demo

@@ -128,3 +128,9 @@ def profile_from_args(args: argparse.Namespace) -> Any:
     from lumos_core.perf.profile import HardwareProfile
 
     return HardwareProfile.load(args.profile) if getattr(args, "profile", None) else None
+
+
+SYNTHETIC_NOTE = (
+    "SYNTHETIC job (written by lumos synth from Lumos's own cost models): these figures check the "
+    "engine's logic and scale, never its accuracy"
+)

@@ -11,6 +11,7 @@ from typing import Any
 import orjson
 
 from lumos_core.commands.common import (
+    SYNTHETIC_NOTE,
     add_load_arguments,
     add_profile_argument,
     load_from_args,
@@ -180,6 +181,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         d = result.as_dict()
         d["stalls_kept"] = args.keep_stalls
+        d["synthetic"] = job.is_synthetic
         if args.out is not None:
             d["out"] = str(args.out)
         sys.stdout.write(
@@ -190,6 +192,8 @@ def run(args: argparse.Namespace) -> int:
         note = stalls_note(args.keep_stalls, graph.unexplained_ns)
         if note:
             print(note)
+        if job.is_synthetic:
+            print(SYNTHETIC_NOTE)
     return 0
 
 

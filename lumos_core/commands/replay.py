@@ -7,7 +7,7 @@ import sys
 
 import orjson
 
-from lumos_core.commands.common import add_load_arguments, load_from_args, terminal_progress
+from lumos_core.commands.common import SYNTHETIC_NOTE, add_load_arguments, load_from_args, terminal_progress
 from lumos_core.errors import ConfigError
 from lumos_core.graph.build import build_graph
 from lumos_core.progress import scaled
@@ -85,6 +85,7 @@ def run(args: argparse.Namespace) -> int:
         d["holdout"] = holdout.holdout_dict()
         d["null_models"] = holdout.null_models_dict()
         d["stalls_kept"] = args.keep_stalls
+        d["synthetic"] = job.is_synthetic
         if args.idle:
             d.update(idle_attribution(result.graph).as_dict())
         sys.stdout.write(orjson.dumps(d, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode())
@@ -94,6 +95,8 @@ def run(args: argparse.Namespace) -> int:
         if args.keep_stalls:
             print("stalls kept: GPU delays no dependency explains are replayed as fixed waits")
         print(format_accuracy(result, holdout))
+        if job.is_synthetic:
+            print(SYNTHETIC_NOTE)
         if args.idle:
             print(format_idle(idle_attribution(result.graph)))
     return 0
