@@ -64,8 +64,6 @@ SIZE_EXCEPTIONS = {
     ("lumos_core/synth/plan.py", None): "the synthetic generator's stage program builder; not split yet",
     ("lumos_core/synth/plan.py", "_Builder"): "as above",
     ("lumos_core/synth/emit.py", "Emitter"): "one emitter per synthetic event family; not split yet",
-    ("lumos_core/whatif/rewrite.py", None): "the pipeline/layer rebuild (templates, programs, p2p, "
-    "gradient sync); not split yet",
 }
 MAX_FILE_LINES = 600
 MAX_CLASS_LINES = 300

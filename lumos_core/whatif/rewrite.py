@@ -11,89 +11,37 @@ order on every thread and stream, plus new send/recv tasks between stages. A dep
 crossed template boundaries in the trace is reconnected to the most recent copy of its source.
 One representative rank per stage is simulated: tensor- and data-parallel peers run the same
 program. Gradient synchronisation runs once per iteration, with the last microbatch.
+
+The graph being assembled and its program order are in :mod:`~lumos_core.whatif.rewrite_builder`,
+the send/recv and gradient all-reduce it creates in :mod:`~lumos_core.whatif.rewrite_comm`.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
 from lumos_core.errors import ConfigError
-from lumos_core.graph.factory import Dependencies, make_graph
-from lumos_core.graph.model import NO_ANCHOR, EdgeKind, ExecutionGraph, GraphOrigin, NodeType
+from lumos_core.graph.model import EdgeKind, ExecutionGraph, NodeType
 from lumos_core.perf import costs
 from lumos_core.perf.hardware import get_gpu
 from lumos_core.trace.model import CollectiveKind, Job, Kind, LaneRole, RankTrace
 from lumos_core.whatif.baseline import group_roles, process_groups
 from lumos_core.whatif.config import Baseline, JobConfig
+from lumos_core.whatif.rewrite_builder import HANDOFF_NS, LAST_CPU, Builder, Key, Template, chain, finish
+from lumos_core.whatif.rewrite_comm import (
+    activation_bytes,
+    close_unpaired,
+    emit_grad_sync,
+    emit_p2p_group,
+    join_transfers,
+)
 from lumos_core.whatif.schedules import pipeline_steps
 from lumos_core.whatif.segments import Phase, segment_rank
 
-Key = tuple[int, int, int, int]  # (source stage, phase, layer, source microbatch)
-_P2P_LAUNCH_NS = 20_000  # CPU cost of issuing a send/recv (Megatron's p2p call), when not traced
 PP_STREAM = 9001  # stream id of the synthetic pipeline send/recv stream
-_HANDOFF_NS = 10_000  # one thread resuming after another (Python -> autograd engine and back)
-_LAST_CPU = -1  # key of the program's latest CPU node in the per-processor "last" map
-_GLOO_LATENCY = 100e-6  # s per gloo all-reduce over loopback TCP
-_GLOO_BANDWIDTH = 1.5e9  # B/s a gloo ring sustains on one host (loopback, CPU-driven)
-
-
-@dataclass
-class Template:
-    key: Key
-    rank: int  # source rank
-    nodes: np.ndarray  # source graph nodes, in (processor, measured start) order
-
-
-@dataclass
-class Builder:
-    """Columns of the rewritten graph while it is assembled."""
-
-    rank: list[int] = field(default_factory=list)  # source rank (re-timing reads source events)
-    event: list[int] = field(default_factory=list)  # source event, -1 for nodes the rewrite creates
-    new_rank: list[int] = field(default_factory=list)
-    node_type: list[int] = field(default_factory=list)
-    proc: list[int] = field(default_factory=list)
-    dur: list[int] = field(default_factory=list)
-    instance: list[int] = field(default_factory=list)
-    arrive_of: list[int] = field(default_factory=list)
-    extra: list[str] = field(default_factory=list)  # what a created node is ("send", "recv", "")
-    sp: list[tuple[int, int, int, bool, int]] = field(default_factory=list)  # src, dst, lag, from_end, kind
-    ep: list[tuple[int, int, int, bool, int]] = field(default_factory=list)
-    procs: list[tuple[int, int]] = field(default_factory=list)  # (new rank, new lane)
-    proc_ids: dict[tuple[int, int], int] = field(default_factory=dict)
-
-    def add(
-        self,
-        src_rank: int,
-        src_event: int,
-        new_rank: int,
-        node_type: int,
-        proc: int,
-        dur: int,
-        inst: int,
-        extra: str = "",
-    ) -> int:
-        self.rank.append(src_rank)
-        self.event.append(src_event)
-        self.new_rank.append(new_rank)
-        self.node_type.append(node_type)
-        self.proc.append(proc)
-        self.dur.append(max(int(dur), 0))
-        self.instance.append(inst)
-        self.arrive_of.append(-1)
-        self.extra.append(extra)
-        return len(self.dur) - 1
-
-    def proc_id(self, new_rank: int, lane: int) -> int:
-        key = (new_rank, lane)
-        pid = self.proc_ids.get(key)
-        if pid is None:
-            pid = self.proc_ids[key] = len(self.procs)
-            self.procs.append(key)
-        return pid
 
 
 @dataclass
@@ -161,7 +109,7 @@ def build_rewritten(
                 "gradient all-reduce: give --baseline-hidden and --baseline-ffn"
             )
         grad_sync_bytes = (L1 * layer_params + nonlayer_params) * (4 if cpu_only else 2)
-    act_bytes = _activation_bytes(base, config)
+    act_bytes = activation_bytes(base, config)
     # A transfer between stages s and s+1 crosses nodes when their first ranks (s x TP x DP apart,
     # Megatron's order) sit on different nodes.
     stage_ranks = config.tp * config.dp
@@ -222,12 +170,12 @@ def build_rewritten(
                 s, P1, M1, config.schedule, layer_ids, src_layers, lps0, P0, m_src, home, step_scale, sync
             ):
                 if item[0] == "grad_sync":
-                    _emit_grad_sync(
+                    emit_grad_sync(
                         b, nr, main_proc, lane_of(-2, -2), compute_proc, item[1], config, cpu_only, last
                     )
                     continue
                 if item[0] == "p2p":
-                    arrives = _emit_p2p_group(
+                    arrives = emit_p2p_group(
                         b,
                         nr,
                         main_proc,
@@ -266,9 +214,9 @@ def build_rewritten(
                 emitted[key] = inst
     for ends in pairs.values():
         if "send" in ends and "recv" in ends:
-            _join(b, [ends["send"], ends["recv"]])
-    _close_unpaired(b)  # a transfer whose peer is not in the job waits for no one
-    g = _finish(job, b)
+            join_transfers(b, [ends["send"], ends["recv"]])
+    close_unpaired(b)  # a transfer whose peer is not in the job waits for no one
+    g = finish(job, b)
     represents = {
         nr: sorted(nr + t + config.tp * d for d in range(config.dp) for t in range(config.tp))
         for nr in new_rank_of.values()
@@ -456,19 +404,6 @@ def _lane_with_role(t: RankTrace, role: LaneRole) -> int:
 # ------------------------------------------------------------------------------------------ emitting
 
 
-def _chain(b: Builder, node: int, lag: int, last: dict) -> None:
-    """Program order: ``node`` runs after what its processor ran last (and after any transfer its
-    stream was told to wait for)."""
-    proc = b.proc[node]
-    prev = last.get(proc)
-    if prev is not None:
-        kind = EdgeKind.CPU_THREAD if b.node_type[node] == NodeType.CPU else EdgeKind.STREAM
-        b.sp.append((prev, node, lag, True, int(kind)))
-    for src in last.pop(("wait", proc), ()):
-        b.sp.append((src, node, 0, True, int(EdgeKind.EVENT_WAIT)))
-    last[proc] = node
-
-
 def _emit(
     b: Builder,
     graph: ExecutionGraph,
@@ -509,9 +444,9 @@ def _emit(
     cpu_nodes = [v for v in nodes.tolist() if graph.node_type[v] == NodeType.CPU]
     if cpu_nodes:
         first = min(cpu_nodes, key=lambda v: int(graph.measured_start[v]))
-        prev = last.get(_LAST_CPU)
+        prev = last.get(LAST_CPU)
         if prev is not None and b.proc[prev] != b.proc[copy[first]]:
-            b.sp.append((prev, copy[first], _HANDOFF_NS, True, int(EdgeKind.CPU_CROSS)))
+            b.sp.append((prev, copy[first], HANDOFF_NS, True, int(EdgeKind.CPU_CROSS)))
     for v in nodes.tolist():
         nv = copy[v]
         chained = False
@@ -539,7 +474,7 @@ def _emit(
                 b.sp.append((src, nv, 0, True, int(EdgeKind.EVENT_WAIT)))
             last[b.proc[nv]] = nv
         else:
-            _chain(b, nv, _own_chain_lag(graph, v), last)
+            chain(b, nv, _own_chain_lag(graph, v), last)
         for j in range(int(graph.ep_ptr[v]), int(graph.ep_ptr[v + 1])):
             u = int(graph.ep_src[j])
             src = copy.get(u, _latest(u, emitted, copies, tpl_of, tpl.key))
@@ -548,7 +483,7 @@ def _emit(
                     (src, nv, int(graph.ep_lag[j]), bool(graph.ep_from_end[j]), int(graph.ep_kind[j]))
                 )
     if cpu_nodes:
-        last[_LAST_CPU] = copy[max(cpu_nodes, key=lambda v: int(graph.measured_end[v]))]
+        last[LAST_CPU] = copy[max(cpu_nodes, key=lambda v: int(graph.measured_end[v]))]
     return copy
 
 
@@ -572,137 +507,3 @@ def _own_chain_lag(graph: ExecutionGraph, v: int) -> int:
         if graph.sp_kind[j] in (EdgeKind.CPU_THREAD, EdgeKind.STREAM) and graph.proc[u] == graph.proc[v]:
             return max(int(graph.sp_lag[j]), 0)
     return 0
-
-
-def _emit_p2p_group(
-    b: Builder,
-    nr: int,
-    cpu_proc: int,
-    gpu_proc: int,
-    compute_proc: int,
-    ops: list[str],
-    ns: list[int],
-    last: dict,
-    blocking: bool,
-) -> list[int]:
-    """A group of sends/recvs issued together (Megatron's batched p2p): one CPU call per transfer,
-    each kernel on the pipeline stream as arrive -> (join with the peer) -> transfer. Like every
-    NCCL operation in PyTorch it first waits for the compute stream's latest work; the compute
-    stream's next work waits for what was received. When the traced job made the CPU wait for its
-    transfers (a synchronize after them), a CPU wait follows the group too."""
-    arrives = []
-    xfers = []
-    for i, op in enumerate(ops):
-        cpu = b.add(-1, -1, nr, NodeType.CPU, cpu_proc, _P2P_LAUNCH_NS, -1, op)
-        _chain(b, cpu, 0, last)
-        prev = last.get(_LAST_CPU)
-        if i == 0 and prev is not None and b.proc[prev] != cpu_proc:
-            b.sp.append((prev, cpu, _HANDOFF_NS, True, int(EdgeKind.CPU_CROSS)))
-        last[_LAST_CPU] = cpu
-        arrive = b.add(-1, -1, nr, NodeType.ARRIVE, gpu_proc, 0, -1, op)
-        b.sp.append((cpu, arrive, 1_000, True, int(EdgeKind.LAUNCH)))
-        _chain(b, arrive, 0, last)
-        if compute_proc in last:  # PyTorch makes the NCCL stream wait for the current stream first
-            b.sp.append((last[compute_proc], arrive, 0, True, int(EdgeKind.EVENT_WAIT)))
-        xfer = b.add(-1, -1, nr, NodeType.GPU, gpu_proc, ns[i], -1, op)
-        b.arrive_of[xfer] = arrive
-        last[gpu_proc] = xfer
-        arrives.append(arrive)
-        xfers.append(xfer)
-        if op == "recv":
-            last.setdefault(("wait", compute_proc), []).append(xfer)
-    if blocking:
-        wait = b.add(-1, -1, nr, NodeType.CPU, cpu_proc, 2_000, -1, "wait")
-        _chain(b, wait, 0, last)
-        last[_LAST_CPU] = wait
-        for xfer in xfers:
-            b.ep.append((xfer, wait, 2_000, True, int(EdgeKind.SYNC)))
-    return arrives
-
-
-def _emit_grad_sync(
-    b: Builder,
-    nr: int,
-    cpu_proc: int,
-    gpu_proc: int,
-    compute_proc: int,
-    nbytes: float,
-    config: JobConfig,
-    cpu_only: bool,
-    last: dict,
-) -> None:
-    """The gradient all-reduce a data-parallel job adds after its last backward (DDP waits for it
-    before the optimizer step). On GPU: NCCL on its own stream, timed by the NCCL model;
-    on CPU: gloo over TCP, which the CPU itself drives."""
-    n = config.dp
-    if cpu_only:
-        seconds = _GLOO_LATENCY + nbytes * 2 * (n - 1) / n / _GLOO_BANDWIDTH
-        cpu = b.add(-1, -1, nr, NodeType.CPU, cpu_proc, int(seconds * 1e9), -1, "allreduce")
-        _chain(b, cpu, 0, last)
-        last[_LAST_CPU] = cpu
-        return
-    gpu = get_gpu(config.gpu)
-    inter = n * config.tp * config.pp > gpu.gpus_per_node
-    seconds = costs.collective_time(CollectiveKind.ALL_REDUCE, nbytes, n, gpu, inter_node=inter)
-    cpu = b.add(-1, -1, nr, NodeType.CPU, cpu_proc, _P2P_LAUNCH_NS, -1, "allreduce")
-    _chain(b, cpu, 0, last)
-    xfer = b.add(-1, -1, nr, NodeType.GPU, gpu_proc, int(seconds * 1e9), -1, "allreduce")
-    b.sp.append((cpu, xfer, 1_000, True, int(EdgeKind.LAUNCH)))
-    if compute_proc in last:  # it reduces the gradients the compute stream produced
-        b.sp.append((last[compute_proc], xfer, 0, True, int(EdgeKind.EVENT_WAIT)))
-    _chain(b, xfer, 0, last)
-    wait = b.add(-1, -1, nr, NodeType.CPU, cpu_proc, 2_000, -1, "wait")
-    _chain(b, wait, 0, last)
-    b.ep.append((xfer, wait, 2_000, True, int(EdgeKind.SYNC)))
-    last[_LAST_CPU] = wait
-
-
-def _join(b: Builder, arrives: list[int]) -> None:
-    """A send and its receive start moving data when both sides have arrived."""
-    join = b.add(-1, -1, b.new_rank[arrives[0]], NodeType.JOIN, -1, 0, -1, "join")
-    for a in arrives:
-        b.sp.append((a, join, 0, True, int(EdgeKind.P2P)))
-        b.sp.append((join, a + 1, 0, False, int(EdgeKind.P2P)))  # the transfer follows its arrive node
-        b.extra[a] = b.extra[a] + "+joined"
-
-
-def _close_unpaired(b: Builder) -> None:
-    for a in range(len(b.dur)):
-        if b.node_type[a] == NodeType.ARRIVE and b.extra[a] in ("send", "recv"):
-            b.sp.append((a, a + 1, 0, True, int(EdgeKind.P2P)))
-
-
-def _activation_bytes(base: JobConfig, config: JobConfig) -> float:
-    """Bytes a pipeline stage sends per microbatch: micro-batch x seq x hidden in bf16."""
-    mb = config.micro_batch or base.micro_batch or 1
-    seq = config.seq or base.seq or 2048
-    h = config.hidden or base.hidden or 4096
-    return float(mb * seq * h * 2)
-
-
-def _finish(job: Job, b: Builder) -> ExecutionGraph:
-    n = len(b.dur)
-    sp = np.asarray(b.sp, dtype=np.int64).reshape(-1, 5)
-    ep = np.asarray(b.ep, dtype=np.int64).reshape(-1, 5)
-    anchor = np.full(n, NO_ANCHOR, np.int64)
-    has_pred = np.zeros(n, bool)
-    has_pred[sp[:, 1]] = True
-    anchor[~has_pred] = 0  # the new job starts at 0; everything else follows its dependencies
-
-    def deps(e: np.ndarray) -> Dependencies:
-        return Dependencies(e[:, 0], e[:, 1], e[:, 2], e[:, 3].astype(bool), e[:, 4].astype(np.int8))
-
-    return make_graph(
-        job,
-        origin=GraphOrigin.REBUILT,
-        rank=np.asarray(b.rank, np.int32),
-        event=np.asarray(b.event, np.int32),
-        node_type=np.asarray(b.node_type, np.int8),
-        proc=np.asarray(b.proc, np.int32),
-        dur=np.asarray(b.dur, np.int64),
-        anchor=anchor,
-        start_deps=deps(sp),
-        end_deps=deps(ep),
-        procs=list(b.procs),
-        arrive_of=np.asarray(b.arrive_of, np.int32),
-    )
