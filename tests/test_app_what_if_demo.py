@@ -134,6 +134,23 @@ def test_prediction_tab_legend_never_covers_the_bars_in_a_small_window(demo) -> 
     demo.resize(1600, 1000)
 
 
+def test_replay_error_is_labelled_in_sample_and_scenario_names_stay_readable(demo) -> None:
+    wb = demo.workbench
+    base = wb.scenario_named("baseline replay")
+    assert base is not None
+    wb.show_scenario(base.id)
+    wb.prediction.show_summary(base.summary)
+    assert "Replay error (in-sample)" in wb.prediction.headline.text()
+    tree = wb.scenario_list.tree
+    rows = [tree.topLevelItem(i) for i in range(tree.topLevelItemCount())]
+    row = next(r for r in rows if r.text(0) == "baseline replay")
+    assert row.text(3).endswith("in-sample")
+    # the name column is wide enough for every name, whatever the dock's width
+    QApplication.processEvents()
+    fm = tree.fontMetrics()
+    assert tree.columnWidth(0) >= max(fm.horizontalAdvance(r.text(0)) for r in rows)
+
+
 def test_a_click_right_after_opening_supersedes_the_baseline_replay_which_comes_back(qtbot) -> None:
     w = make_window()
     try:

@@ -234,8 +234,8 @@ def headline_html(s: ScenarioSummary) -> str:
     if s.kind == "replay":
         return (
             f"<b>{name}</b>: replayed <b>{pred:.3f} ms</b> per iteration, measured {meas:.3f} ms. "
-            f"Replay error: <b>{s.replay_error_pct:.2f} %</b> mean |error| over "
-            f"{len(s.iterations)} rank-iterations."
+            f"Replay error (in-sample): <b>{s.replay_error_pct:.2f} %</b> mean |error| over "
+            f"{len(s.iterations)} rank-iterations; <tt>lumos replay</tt> gives the hold-out figure."
         )
     sim = len(s.represents)
     ranks = (

@@ -50,10 +50,11 @@ class ScenarioList(QWidget):
         self.tree.setEditTriggers(
             QAbstractItemView.EditTrigger.DoubleClicked | QAbstractItemView.EditTrigger.EditKeyPressed
         )
-        self.tree.header().setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
-        for c in range(1, len(COLUMNS)):
+        # every column as wide as its contents: in a narrow dock the names stay readable and the
+        # list scrolls sideways (a stretched name column was squeezed to "b..." by the others)
+        for c in range(len(COLUMNS)):
             self.tree.header().setSectionResizeMode(c, QHeaderView.ResizeMode.ResizeToContents)
-        self.tree.header().setStretchLastSection(False)
+        self.tree.header().setStretchLastSection(True)
         self.tree.itemSelectionChanged.connect(self._on_selection)
         self.tree.itemChanged.connect(self._on_item_changed)
         self.tree.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
@@ -118,7 +119,12 @@ class ScenarioList(QWidget):
         item.setText(2, f"{sm.iteration_us / 1000:,.3f}")
         ref = baseline_us or sm.replayed.iteration_us
         if sm.kind == "replay":
-            item.setText(3, f"error {sm.replay_error_pct:.2f} %")
+            item.setText(3, f"{sm.replay_error_pct:.2f} % in-sample")
+            item.setToolTip(
+                3,
+                "replay error, in-sample: mean |error| of the replayed iterations, on a graph "
+                "calibrated on those very iterations (lumos replay gives the hold-out figure)",
+            )
             item.setForeground(3, QBrush())
         else:
             change = 100.0 * (sm.iteration_us / ref - 1) if ref else 0.0
