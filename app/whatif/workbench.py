@@ -10,18 +10,17 @@ baseline replay starts in the background; every finished run becomes a scenario 
 the user asked for is drawn over the measured timeline.
 
 Parts in their own modules: the overlay-mode choice (:mod:`app.whatif.overlay_choice`), exports
-(:mod:`app.whatif.scenario_export`), sessions (:mod:`app.whatif.session_keeping`) and the
+(:mod:`app.whatif.scenario_export`), sessions (:mod:`app.whatif.session_keeping`), the runs it
+asks for (:mod:`app.whatif.run_requests`) and the
 entries it adds to the window's toolbar and menus (:mod:`app.whatif.workbench_menus`).
 """
 
 from __future__ import annotations
 
 import time
-from pathlib import Path
-from typing import Any
 
 from PySide6.QtCore import QObject, Qt, QTimer, Signal
-from PySide6.QtWidgets import QDockWidget, QFileDialog, QLabel, QPushButton, QWidget
+from PySide6.QtWidgets import QDockWidget, QLabel, QPushButton, QWidget
 
 from app.loaded_job import LoadedJob
 from app.panels.details_panel import EventDetails, describe_event
@@ -36,18 +35,17 @@ from app.whatif.measured_compare import MeasuredCompare
 from app.whatif.overlay_choice import OverlayChoice
 from app.whatif.prediction_details import describe_predicted, describe_rebuilt, describe_with_prediction
 from app.whatif.prediction_pane import PredictionPane
-from app.whatif.runner import BASELINE_NAME, Request, Scenario, SweepOutcome, WhatIfRunner
+from app.whatif.run_requests import RunRequests
+from app.whatif.runner import Request, Scenario, SweepOutcome, WhatIfRunner
 from app.whatif.scenario_export import ScenarioExport
 from app.whatif.scenarios import ScenarioList
 from app.whatif.session_keeping import JobHost, SessionKeeping
 from app.whatif.workbench_menus import WorkbenchMenus
-from lumos_core.errors import LumosError
-from lumos_core.perf.profile import HardwareProfile
 
 __all__ = ["JobHost", "WhatIfWorkbench"]
 
 
-class WhatIfWorkbench(WorkbenchMenus, OverlayChoice, ScenarioExport, SessionKeeping, QObject):
+class WhatIfWorkbench(WorkbenchMenus, OverlayChoice, ScenarioExport, SessionKeeping, RunRequests, QObject):
     """See the module docstring."""
 
     scenario_added = Signal(object)  # Scenario
@@ -187,81 +185,6 @@ class WhatIfWorkbench(WorkbenchMenus, OverlayChoice, ScenarioExport, SessionKeep
         self.status.setText(metrics.elidedText(text, Qt.TextElideMode.ElideRight, 520))
         self.status.setToolTip(text)
         self._notice_timer.start(timeout_ms)
-
-    # ---------------------------------------------------------------- requests
-    def request_replay(self) -> bool:
-        return self.runner.request(Request("replay", name=BASELINE_NAME))
-
-    def request_estimate(self, changes: dict[str, Any], name: str | None = None) -> bool:
-        """Estimate ``changes`` (superseding any run). The same changes estimated before with the
-        same baseline are shown again instead of recomputed."""
-        existing = self._find(changes)
-        if existing is not None and not name:
-            self.show_scenario(existing.id)
-            self.notify(f"{existing.name}: already computed (shown).")
-            return True
-        return self.runner.request(Request("estimate", dict(changes), name or None))
-
-    def enqueue_estimate(self, changes: dict[str, Any], name: str | None = None) -> bool:
-        return self.runner.enqueue(Request("estimate", dict(changes), name or None))
-
-    def request_predict_from(self, source: str | Path) -> bool:
-        """Predict the open job from another measured job (What-if > Predict This Job from...)."""
-        return self.runner.request(Request("predict_from", {}, None, source=str(source)))
-
-    def enqueue_predict_from(self, source: str | Path) -> bool:
-        return self.runner.enqueue(Request("predict_from", {}, None, source=str(source)))
-
-    def ask_predict_from(self) -> None:
-        folder = QFileDialog.getExistingDirectory(
-            self.dialog_parent(), "Predict This Job from the Traces of Another Run"
-        )
-        if folder:
-            self.request_predict_from(folder)
-
-    def set_hardware_profile(self, path: str | Path | None) -> bool:
-        """Use the hardware profile at ``path`` (lumos calibrate) for estimates and sweeps from now
-        on; None: the built-in models. A bad file is reported and the current profile kept."""
-        if path is None:
-            self.runner.profile, self.runner.profile_path = None, ""
-        else:
-            try:
-                profile = HardwareProfile.load(path)
-            except LumosError as exc:
-                self.panel.show_error(str(exc))
-                return False
-            self.runner.profile, self.runner.profile_path = profile, str(path)
-        self.panel.show_error("")
-        self.profile_button.setText(self.profile_text())
-        self.notify(f"Hardware profile: {self.profile_text()}")
-        return True
-
-    def profile_text(self) -> str:
-        p = self.runner.profile
-        if p is None:
-            return "Hardware profile: built-in models…"
-        return f"Hardware profile: {Path(self.runner.profile_path).name} ({p.device})…"
-
-    def ask_hardware_profile(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(
-            self.dialog_parent(), "Hardware Profile (lumos calibrate)", "", "Hardware profile (*.json)"
-        )
-        if path:
-            self.set_hardware_profile(path)
-
-    def request_sweep(self, knob: str, values: list[Any]) -> bool:
-        return self.runner.request(Request("sweep", {}, knob=knob, values=list(values)))
-
-    def _find(self, changes: dict[str, Any]) -> Scenario | None:
-        for s in self.scenarios.values():
-            if (
-                s.kind == "estimate"
-                and s.changes == changes
-                and s.overrides == self.runner.overrides
-                and s.profile == self.runner.profile_path
-            ):
-                return s
-        return None
 
     # ---------------------------------------------------------------- runner news
     def _on_started(self, req: Request) -> None:
