@@ -21,7 +21,9 @@ chosen so that (4 - 1)/m is the published (p - 1)/m, m even), micro-batch 1, seq
 GPU's GEMM shapes (hidden, heads, FFN and vocabulary divided by the published TP 8, run at TP 1),
 with one layer per stage. Tensor-parallel all-reduces inside a layer are absent and the gradient
 all-reduce is that of the replica's parameters; the replica rule itself is pipeline theory, stated
-here so the reader can judge it.
+here so the reader can judge it. Known artifact: the real jobs fill a node with one TP group, so
+every stage boundary crosses nodes; a replica with DP < 8 packs several stages onto one 8-GPU node,
+so its A sends activations over NVLink where its B (DP doubled) crosses nodes.
 
 Not compared:
 

@@ -29,8 +29,8 @@ def emit_p2p_group(
     """A group of sends/recvs issued together (Megatron's batched p2p): one CPU call per transfer,
     each kernel on the pipeline stream as arrive -> (join with the peer) -> transfer. Like every
     NCCL operation in PyTorch it first waits for the compute stream's latest work; the compute
-    stream's next work waits for what was received. When the traced job made the CPU wait for its
-    transfers (a synchronize after them), a CPU wait follows the group too."""
+    stream's next work waits for the whole group (Megatron waits on every request, sends too). When
+    the traced job made the CPU wait for its transfers (a synchronize after them), a CPU wait follows the group too."""
     arrives = []
     xfers = []
     for i, op in enumerate(ops):
@@ -50,8 +50,9 @@ def emit_p2p_group(
         last[gpu_proc] = xfer
         arrives.append(arrive)
         xfers.append(xfer)
-        if op == "recv":
-            last.setdefault(("wait", compute_proc), []).append(xfer)
+        # Megatron waits on every request of the batch (``req.wait()`` for sends too): the compute
+        # stream's next work follows the whole group, not only what it received.
+        last.setdefault(("wait", compute_proc), []).append(xfer)
     if blocking:
         wait = b.add(-1, -1, nr, NodeType.CPU, cpu_proc, 2_000, -1, "wait")
         chain(b, wait, 0, last)
