@@ -169,6 +169,7 @@ class MainWindow(JobOpening, WindowMenus, QMainWindow):
         job = loaded.job
         self.status_label.setText(
             f"{len(job.ranks)} rank(s), {loaded.n_tasks:,} tasks, loaded in {self.timings.get('load_s', loaded.load_s):.2f} s"
+            + (" · SYNTHETIC job (lumos synth): its times are Lumos's own models" if job.is_synthetic else "")
         )
         self.summaries.setCurrentIndex(0)
         if job.skipped:

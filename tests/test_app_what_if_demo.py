@@ -141,6 +141,7 @@ def test_replay_error_is_labelled_in_sample_and_scenario_names_stay_readable(dem
     wb.show_scenario(base.id)
     wb.prediction.show_summary(base.summary)
     assert "Replay error (in-sample)" in wb.prediction.headline.text()
+    assert "SYNTHETIC job" in demo.status_label.text()  # the demo is written by lumos synth
     tree = wb.scenario_list.tree
     rows = [tree.topLevelItem(i) for i in range(tree.topLevelItemCount())]
     row = next(r for r in rows if r.text(0) == "baseline replay")
