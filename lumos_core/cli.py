@@ -67,6 +67,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except LumosError as exc:
         print(f"lumos {args.command}: error: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:
+        # a path the user gave cannot be written or read (no such folder, permission, disk
+        # full): say which, without a traceback
+        where = exc.filename if exc.filename is not None else ""
+        reason = exc.strerror or str(exc)
+        print(f"lumos {args.command}: error: {where}{': ' if where else ''}{reason}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -320,3 +320,26 @@ def test_commands_other_than_inspect_warn_on_stderr_about_a_skipped_rank(tmp_pat
         assert "missing: 2" in out.stderr, (args, out.stderr)
         assert "Traceback" not in out.stderr
     assert json.loads(run_cli("replay", "--json", "--no-holdout", str(tmp_path)).stdout)
+
+
+def test_an_unwritable_output_is_a_one_line_error(tmp_path: Path, monkeypatch, capsys) -> None:
+    # estimate --out where nothing can be written: the folder asked for is named, no traceback
+    src = tmp_path / "job"
+    src.mkdir()
+    write(src / "rank0.json", tiny_trace(0, world=1))
+    blocker = tmp_path / "a-file"
+    blocker.write_text("a file where the output's parent folder should be")
+    base = str(REPO / "tests" / "data" / "cpu-gpt" / "base")
+    out = run_cli("estimate", base, "-q", "--dp", "2", "--out", str(blocker / "pred"))
+    assert out.returncode != 0 and "Traceback" not in out.stderr, out.stderr
+    assert str(blocker / "pred") in out.stderr and "cannot write" in out.stderr
+    # any other I/O error a command meets: exit 1 with the path and the reason
+    from lumos_core import cli
+    from lumos_core.commands import inspect as inspect_command
+
+    def denied(args):  # type: ignore[no-untyped-def]
+        raise PermissionError(13, "Permission denied", "/some/where")
+
+    monkeypatch.setattr(inspect_command, "run", denied)
+    assert cli.main(["inspect", str(src)]) == 1
+    assert "lumos inspect: error: /some/where: Permission denied" in capsys.readouterr().err

@@ -241,8 +241,11 @@ def write_job(
         if not overwrite:
             raise LumosError(f"{out} is not empty: choose an empty folder (or remove it)")
         shutil.rmtree(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
+    except OSError as exc:  # name the folder asked for, not the temporary one beside it
+        raise LumosError(f"{out}: cannot write the predicted traces there ({exc.strerror or exc})") from exc
     written: list[Path] = []
     total = sum(len(represents.get(t.rank, [t.rank])) for t in ranks)
     done = 0
