@@ -43,3 +43,23 @@ def test_cpu_scale_is_a_knob_with_checks() -> None:
     assert problems(JobConfig(cpu_scale=-1.0))
     assert problems(JobConfig(cpu_scale=0.0)) == []
     assert JobConfig(cpu_scale=0.5).label(JobConfig()) == "host time x 0.5"
+
+
+@needs_shared
+def test_overlap_slowdown_is_measured_from_the_trace(nanogpt) -> None:
+    from lumos_core.trace.overlap_slowdown import measure_overlap_slowdown
+
+    s = measure_overlap_slowdown(nanogpt)
+    assert s.kernels >= 10 and s.samples >= 100
+    assert s.factor > 1.0  # NCCL kernels take SMs and HBM bandwidth from the kernels beside them
+
+
+def test_overlap_slowdown_of_a_job_without_interference_is_one(tmp_path) -> None:
+    from lumos_core.synth import ModelSpec, SynthConfig, synthesize
+    from lumos_core.trace.overlap_slowdown import measure_overlap_slowdown
+
+    # lumos synth times every kernel alone (no interference model): the measurement must say 1.
+    model = ModelSpec("custom", layers=4, hidden=1024, ffn=4096, heads=8, seq=1024, vocab=8000)
+    synthesize(SynthConfig(model=model, tp=1, pp=1, dp=2, microbatches=2, iterations=3, seed=3), tmp_path / "j")
+    s = measure_overlap_slowdown(load_job(tmp_path / "j", use_cache=False))
+    assert s.kernels > 0 and s.factor == pytest.approx(1.0, abs=0.02)

@@ -25,6 +25,7 @@ from lumos_core.progress import scaled
 from lumos_core.replay.idle import stalls_note
 from lumos_core.trace.loader import load_job
 from lumos_core.trace.model import Job
+from lumos_core.trace.overlap_slowdown import measure_overlap_slowdown
 from lumos_core.whatif.baseline import group_roles, infer_baseline
 from lumos_core.whatif.config import KNOBS, RECOMPUTE_MODES, Baseline, JobConfig, check
 from lumos_core.whatif.estimate import EstimateResult, estimate, predict_memory_or_note
@@ -290,14 +291,17 @@ def fitted_models(job: Job, baseline: Baseline) -> dict[str, Any]:
     curves = profile_curves(gpu)
     curves["gemm"] = fit_gemm_curve(job, graph, gpu)
     comm = comm_model_from_trace(job, graph, gpu)
+    interference = measure_overlap_slowdown(job)
     lines = [
         curves["gemm"].describe(),
         curves["attention"].describe() + " (attention kernels move along it with micro-batch, seq, hidden)",
         curves["elementwise"].describe() + " (for reference: elementwise kernels scale with their bytes)",
         *comm.describe(),
+        interference.describe(),
     ]
     return {
         "kernel_curves": {k: dataclasses.asdict(c) for k, c in curves.items()},
         "collectives": comm.params.as_dict(),
+        "overlap_slowdown": dataclasses.asdict(interference),
         "lines": lines,
     }
