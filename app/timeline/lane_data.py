@@ -22,12 +22,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from lumos_core.trace.model import GPU_ACTIVITY_KINDS, Kind, RankTrace
+from lumos_core.trace.model import CPU_LANE_KINDS, GPU_ACTIVITY_KINDS, RankTrace
 
 GPU_DRAWN = np.asarray(GPU_ACTIVITY_KINDS, np.int8)
-CPU_DRAWN = np.asarray(
-    [Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.PYTHON_FUNCTION, Kind.RUNTIME, Kind.OTHER], np.int8
-)
+CPU_DRAWN = np.asarray(CPU_LANE_KINDS, np.int8)
 
 _NS_PER_MS = 1e6
 PYRAMID_MIN_EVENTS = 20_000  # rows with fewer events are merged from the raw events each paint

@@ -23,7 +23,7 @@ import numpy as np
 from lumos_core.perf.collective_kinds import bus_factor
 from lumos_core.replay.breakdown import activity, breakdown, steady_windows
 from lumos_core.trace.kernel_families import Family, event_families
-from lumos_core.trace.model import GPU_ACTIVITY_KINDS, CollectiveKind, Kind, RankTrace
+from lumos_core.trace.model import CPU_WORK_KINDS, GPU_ACTIVITY_KINDS, CollectiveKind, Kind, RankTrace
 from lumos_core.whatif.retime.families import cpu_op_families
 
 BREAKDOWN_KEYS = ("exposed_compute_us", "overlapped_us", "exposed_comm_us", "other_us")  # as replay/estimate
@@ -33,7 +33,6 @@ SUMMARY_DEFINITION = (
     "CPU-only jobs: CPU operators by self time"
 )
 _GPU_KINDS = np.asarray(GPU_ACTIVITY_KINDS, np.int8)
-_CPU_WORK = np.asarray([Kind.CPU_OP, Kind.RUNTIME, Kind.PYTHON_FUNCTION], np.int8)
 
 
 @dataclass
@@ -166,7 +165,7 @@ def summarize(
 def _self_time(t: RankTrace, idx: np.ndarray) -> np.ndarray:
     """Duration minus the durations of the CPU work directly nested in each event (ns)."""
     child = np.zeros(len(t), np.int64)
-    work = np.isin(t.kind, _CPU_WORK)
+    work = np.isin(t.kind, CPU_WORK_KINDS)
     nested = np.flatnonzero(work & (t.parent >= 0))
     np.add.at(child, t.parent[nested], t.dur[nested])
     return np.maximum(t.dur[idx] - child[idx], 0)
@@ -235,7 +234,7 @@ def _add_cpu_families(out: JobSummary, t: RankTrace, inside: np.ndarray, labels:
     ops = np.flatnonzero(t.kind == Kind.CPU_OP)
     fam[ops] = cpu_op_families(t.strings)[t.name[ops]]
     compute = np.isin(fam, [Family.GEMM, Family.ATTENTION, Family.ELEMENTWISE]) & (t.kind == Kind.CPU_OP)
-    work = np.isin(t.kind, _CPU_WORK)
+    work = np.isin(t.kind, CPU_WORK_KINDS)
     parent, depth = nesting(t)
     covered = np.zeros(len(t), bool)  # inside a compute operator
     outer = np.zeros(len(t), bool)  # not inside any CPU work

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from lumos_core.replay.intervals import clip, total
-from lumos_core.trace.model import GPU_ACTIVITY_KINDS, Kind, RankTrace
+from lumos_core.trace.model import CPU_WORK_KINDS, GPU_ACTIVITY_KINDS, RankTrace
 
 ITERATION_DEFINITION = (
     "iteration time = time between consecutive ProfilerStep#N starts (CPU side); the last iteration "
@@ -32,8 +32,6 @@ ITERATION_DEFINITION = (
     "a run's iteration time and breakdown = the mean over its steady-state iterations (the last one is "
     "left out when there are several)"
 )
-
-_CPU_WORK = np.asarray([Kind.CPU_OP, Kind.RUNTIME, Kind.PYTHON_FUNCTION], np.int8)
 
 
 @dataclass(frozen=True)
@@ -81,7 +79,7 @@ def activity(rank: RankTrace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 def outermost_cpu_work(rank: RankTrace) -> np.ndarray:
     """CPU operators and runtime calls not inside another one. Annotations (``ProfilerStep#N``,
     ``## forward ##``) are not work: operators under them still count."""
-    work = np.isin(rank.kind, _CPU_WORK)
+    work = np.isin(rank.kind, CPU_WORK_KINDS)
     parent = rank.parent.astype(np.int64)
     has = parent >= 0
     p = np.maximum(parent, 0)

@@ -3,6 +3,7 @@ pipeline peers and nodes of its ranks."""
 
 from __future__ import annotations
 
+from lumos_core.perf import costs
 from lumos_core.synth.models import SynthConfig
 from lumos_core.trace.process_groups import (
     DESC_DEFAULT,
@@ -37,4 +38,4 @@ class Layout(GroupLayout):
         return rank % self.gpus_per_node
 
     def spans_nodes(self, ranks: tuple[int, ...]) -> bool:
-        return len({r // self.gpus_per_node for r in ranks}) > 1
+        return costs.spans_nodes(ranks, self.gpus_per_node)

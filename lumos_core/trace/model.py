@@ -44,6 +44,8 @@ class Kind(IntEnum):
 
 GPU_ACTIVITY_KINDS = (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET)
 CPU_TASK_KINDS = (Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.PYTHON_FUNCTION, Kind.RUNTIME)
+CPU_LANE_KINDS = (*CPU_TASK_KINDS, Kind.OTHER)  # everything a CPU thread may hold
+CPU_WORK_KINDS = (Kind.CPU_OP, Kind.RUNTIME, Kind.PYTHON_FUNCTION)  # CPU events that do work (no annotations)
 
 
 class FlowKind(IntEnum):

@@ -20,6 +20,7 @@ from lumos_core.trace.kineto_schema import (
 )
 from lumos_core.trace.model import (
     COLLECTIVE_COLUMNS,
+    CPU_LANE_KINDS,
     GPU_ACTIVITY_KINDS,
     CollectiveKind,
     Collectives,
@@ -28,10 +29,6 @@ from lumos_core.trace.model import (
     Kind,
     LaneRole,
     RankTrace,
-)
-
-_CPU_KINDS = np.asarray(
-    [Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.PYTHON_FUNCTION, Kind.RUNTIME, Kind.OTHER], np.int8
 )
 
 
@@ -348,7 +345,7 @@ def find_iterations(rank: RankTrace) -> list[Iteration]:
         s, e = int(rank.start[i]), int(rank.start[i] + rank.dur[i])
         names[n] = rank.strings[int(rank.name[i])]
         target = gpu if rank.kind[i] == Kind.GPU_ANNOTATION else cpu
-        if rank.kind[i] != Kind.GPU_ANNOTATION and not np.isin(rank.kind[i], _CPU_KINDS):
+        if rank.kind[i] != Kind.GPU_ANNOTATION and not np.isin(rank.kind[i], CPU_LANE_KINDS):
             continue
         if n in target:
             s0, e0 = target[n]

@@ -22,7 +22,7 @@ from enum import IntEnum
 import numpy as np
 
 from lumos_core.errors import ConfigError
-from lumos_core.trace.model import GPU_ACTIVITY_KINDS, CollectiveKind, Kind, RankTrace
+from lumos_core.trace.model import CPU_TASK_KINDS, GPU_ACTIVITY_KINDS, CollectiveKind, Kind, RankTrace
 from lumos_core.whatif.layer_names import layer_index
 
 
@@ -38,7 +38,6 @@ class Phase(IntEnum):
     P2P = 7  # pipeline send/recv (rebuilt by the rewrite, never copied)
 
 
-_CPU = np.asarray([Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.PYTHON_FUNCTION, Kind.RUNTIME], np.int8)
 _P2P = np.asarray([CollectiveKind.SEND, CollectiveKind.RECV, CollectiveKind.SEND_RECV], np.int8)
 
 
@@ -76,7 +75,7 @@ def segment_rank(rank: RankTrace, iteration: int | None = None) -> Segmentation:
     phase = np.full(n, Phase.OUTSIDE, np.int8)
     layer = np.full(n, -1, np.int16)
     mb = np.full(n, -1, np.int16)
-    cpu = np.isin(rank.kind, _CPU)
+    cpu = np.isin(rank.kind, CPU_TASK_KINDS)
     in_window = cpu & (rank.start >= lo) & (rank.start < hi)
 
     fwd_spans = _layer_spans(rank, lo, hi, backward=False)
@@ -138,7 +137,7 @@ def _label_named_spans(
     if not ids:
         return
     rows = np.flatnonzero(
-        np.isin(rank.name, ids) & np.isin(rank.kind, _CPU) & (rank.start >= lo) & (rank.start < hi)
+        np.isin(rank.name, ids) & np.isin(rank.kind, CPU_TASK_KINDS) & (rank.start >= lo) & (rank.start < hi)
     )
     seen: dict[int, int] = {}
     for i in sorted(rows.tolist(), key=lambda j: int(rank.start[j])):
@@ -165,7 +164,10 @@ def _layer_spans(rank: RankTrace, lo: int, hi: int, backward: bool) -> list[tupl
     if not ids:
         return []
     rows = np.flatnonzero(
-        np.isin(rank.name, list(ids)) & np.isin(rank.kind, _CPU) & (rank.start >= lo) & (rank.start < hi)
+        np.isin(rank.name, list(ids))
+        & np.isin(rank.kind, CPU_TASK_KINDS)
+        & (rank.start >= lo)
+        & (rank.start < hi)
     )
     return sorted(
         (int(rank.start[i]), int(rank.start[i] + rank.dur[i]), int(rank.lane[i]), ids[int(rank.name[i])])
@@ -390,7 +392,7 @@ def _forward_backward(rank: RankTrace, lo: int, hi: int) -> tuple[int, int, int]
     """(forward start, backward start, step start): backward begins with the first autograd
     operator; the step with the optimizer (or after the last autograd operator)."""
     auto = rank.names_matching(lambda s: s.startswith("autograd::engine::evaluate_function"))
-    in_win = (rank.start >= lo) & (rank.start < hi) & np.isin(rank.kind, _CPU)
+    in_win = (rank.start >= lo) & (rank.start < hi) & np.isin(rank.kind, CPU_TASK_KINDS)
     rows = np.flatnonzero(in_win & auto[rank.name])
     if len(rows) == 0:
         return None
