@@ -192,6 +192,11 @@ def test_lumos_comm_json_and_errors(capsys):
     assert main(["comm", "frobnicate", "--bytes", "1", "--ranks", "2"]) == 2
     assert "unknown collective" in capsys.readouterr().err
     assert main(["comm", "allreduce", "--bytes", "1", "--ranks", "2", "--nodes", "3"]) == 2
+    capsys.readouterr()
+    # one rank: no link is crossed, so no bandwidth is printed (bytes over a launch time is nonsense)
+    assert main(["comm", "allreduce", "--bytes", "64MiB", "--ranks", "1"]) == 0
+    text = capsys.readouterr().out
+    assert "one rank" in text and "GB/s\n" not in text.split("collectives on")[0]
 
 
 def test_size_for_time_inverts_the_prediction():

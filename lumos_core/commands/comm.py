@@ -104,9 +104,12 @@ def run(args: argparse.Namespace) -> int:
         f"{kind.label} of {_human(args.bytes)} over {s.ranks} GPUs ({s.nodes} node(s), {s.per_node} per node), {model.params.gpu}"
     )
     print(f"  predicted time   {pred.seconds * 1e6:12.1f} µs")
-    print(f"  algorithm        {pred.algorithm} / {pred.protocol}")
-    print(f"  algorithm bw     {pred.algbw / 1e9:12.1f} GB/s")
-    print(f"  bus bandwidth    {pred.busbw / 1e9:12.1f} GB/s")
+    if s.ranks == 1:  # nothing crosses a link: a bandwidth would be bytes over a launch time
+        print("  algorithm        none: one rank, nothing moves between GPUs (the time is a launch)")
+    else:
+        print(f"  algorithm        {pred.algorithm} / {pred.protocol}")
+        print(f"  algorithm bw     {pred.algbw / 1e9:12.1f} GB/s")
+        print(f"  bus bandwidth    {pred.busbw / 1e9:12.1f} GB/s")
     if s.ranks > 1:
         print("  candidates (latency + transfer = time, µs):")
         for c in sorted(model.candidates(kind, args.bytes, s), key=lambda c: c.time):
