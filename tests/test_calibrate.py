@@ -103,3 +103,17 @@ def test_cli_calibrate_then_validate_with_the_profile(tmp_path) -> None:
     )
     assert r.returncode == 0, r.stderr
     assert isinstance(orjson.loads(r.stdout)["error_pct"], float)
+    assert orjson.loads(r.stdout)["sample"].startswith("hold-out")  # ffn2048 is not in FIT_ON
+    # a run the profile was fitted on scores in-sample, and says so
+    fitted = FIT_ON[-1]
+    r = run_lumos(
+        "validate",
+        str(CPU_GPT / "base"),
+        str(CPU_GPT / fitted),
+        "--profile",
+        str(out),
+        "-q",
+        tmp_path=tmp_path,
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.rstrip().splitlines()[-1].startswith("in-sample: the --profile was fitted on B")

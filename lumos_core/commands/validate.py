@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from lumos_core.commands.common import add_profile_argument, profile_from_args, terminal_progress
 from lumos_core.commands.diff import add_pair_arguments, dump_json, load_pair
@@ -53,11 +54,23 @@ def run(args: argparse.Namespace) -> int:
         progress=terminal_progress(not args.quiet),
         profile=profile_from_args(args),
     )
+    sample = sample_label(args)
     if args.json:
-        dump_json(v.as_dict())
+        dump_json({**v.as_dict(), "sample": sample})
     else:
         print(format_validation(v))
+        print(sample)
     return 0
+
+
+def sample_label(args: argparse.Namespace) -> str:
+    """Whether the errors above are hold-out (nothing was fitted on B) or in-sample (the
+    --profile was calibrated on B among its runs)."""
+    profile = profile_from_args(args)
+    b = Path(args.b).resolve()
+    if profile is not None and any(Path(r).resolve() == b for r in profile.runs):
+        return "in-sample: the --profile was fitted on B among its runs"
+    return "hold-out: nothing was fitted on B; its measured times only score the prediction"
 
 
 def _ms(us: float) -> str:
