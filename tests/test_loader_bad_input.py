@@ -343,3 +343,11 @@ def test_an_unwritable_output_is_a_one_line_error(tmp_path: Path, monkeypatch, c
     monkeypatch.setattr(inspect_command, "run", denied)
     assert cli.main(["inspect", str(src)]) == 1
     assert "lumos inspect: error: /some/where: Permission denied" in capsys.readouterr().err
+
+
+def test_cli_inspect_says_its_step_spans_are_not_replays_iteration_times() -> None:
+    # inspect prints each ProfilerStep's CPU span; replay times start-to-start: say so, or the two
+    # commands seem to contradict each other on the last step
+    out = run_cli("inspect", str(REPO / "tests" / "data" / "cpu-gpt" / "base"))
+    assert out.returncode == 0, out.stderr
+    assert "CPU annotations' own spans" in out.stdout and "start to the next" in out.stdout

@@ -127,6 +127,13 @@ def format_inspect(report: dict[str, Any]) -> str:
             f"{r['memset']:>7} {r['cpu_ops']:>8} {r['runtime_calls']:>8} {r['collectives']:>6} "
             f"{r['clock_offset_us']:>10.1f}  {Path(r['file']).name}"
         )
+    if any(r["iterations"] for r in report["ranks"]):
+        lines.append("")
+        lines.append(
+            "ProfilerStep lines below are the CPU annotations' own spans; lumos replay, estimate and "
+            "diff time an iteration from one step's start to the next (the last one to its last GPU "
+            "activity), so their iteration times differ"
+        )
     for r in report["ranks"]:
         lines.append("")
         lines.append(f"rank {r['rank']} ({r['rank_source']}): {Path(r['file']).name}")
