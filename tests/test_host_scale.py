@@ -60,6 +60,8 @@ def test_overlap_slowdown_of_a_job_without_interference_is_one(tmp_path) -> None
 
     # lumos synth times every kernel alone (no interference model): the measurement must say 1.
     model = ModelSpec("custom", layers=4, hidden=1024, ffn=4096, heads=8, seq=1024, vocab=8000)
-    synthesize(SynthConfig(model=model, tp=1, pp=1, dp=2, microbatches=2, iterations=3, seed=3), tmp_path / "j")
+    synthesize(
+        SynthConfig(model=model, tp=1, pp=1, dp=2, microbatches=2, iterations=3, seed=3), tmp_path / "j"
+    )
     s = measure_overlap_slowdown(load_job(tmp_path / "j", use_cache=False))
     assert s.kernels > 0 and s.factor == pytest.approx(1.0, abs=0.02)

@@ -40,9 +40,9 @@ from lumos_core.synth.plan import (
     ROLE_TP,
     CommDesc,
     StagePlan,
-    build_stage_plan,
 )
 from lumos_core.synth.rank_setup import RankSetup
+from lumos_core.synth.stage_program import build_stage_plan
 from lumos_core.synth.timeline import InstanceTable, run_rank, simulate_collectives, unit_hash
 from lumos_core.trace.model import CollectiveKind
 

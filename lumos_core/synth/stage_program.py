@@ -1,0 +1,216 @@
+"""One stage's whole training iteration: the pipeline schedule's forward and backward steps and p2p
+transfers, gradient reduce-scatter per bucket, the optimizer (see :mod:`lumos_core.synth.plan`)."""
+
+from __future__ import annotations
+
+from lumos_core.perf import costs
+from lumos_core.perf.hardware import GpuProfile
+from lumos_core.synth.kernel_names import ADAM, FILL, L2NORM
+from lumos_core.synth.models import SynthConfig
+from lumos_core.synth.plan import (
+    BF16,
+    OP_COLL,
+    OP_HANDOFF,
+    OP_MEMCPY,
+    OP_P2P,
+    OP_STEP_BEGIN,
+    OP_STEP_END,
+    OP_SYNC,
+    ROLE_DP,
+    ROLE_NEXT,
+    ROLE_PREV,
+    THREAD_AUTOGRAD,
+    THREAD_MAIN,
+    CommDesc,
+    KernelDesc,
+    StagePlan,
+)
+from lumos_core.synth.stage_layers import StageLayers
+from lumos_core.synth.stage_writer import ns
+from lumos_core.trace.model import CollectiveKind
+from lumos_core.whatif.schedules import pipeline_steps
+
+
+class StageProgram(StageLayers):
+    """Data parallelism, microbatch steps, p2p and the optimizer of one stage."""
+
+    def __init__(self, cfg: SynthConfig, gpu: GpuProfile, stage: int) -> None:
+        super().__init__(cfg, gpu, stage)
+        self._buckets = self._gradient_buckets()
+
+    # ---- data parallelism ----
+    def _param_groups(self) -> list[tuple[str, int]]:
+        """(name, parameters on this rank) in the order backward produces their gradients."""
+        cfg, m = self.cfg, self.cfg.model
+        groups: list[tuple[str, int]] = []
+        if self.last:
+            groups.append(("output_layer", m.vocab * m.hidden // cfg.tp + 2 * m.hidden))
+        # Column/row-parallel weights and column-parallel biases are split; row-parallel biases and
+        # LayerNorms are replicated on every TP rank.
+        per_layer = (
+            (4 * m.hidden * m.attn_dim + 2 * m.hidden * m.ffn + 3 * m.attn_dim + m.ffn) // cfg.tp
+            + 2 * m.hidden
+            + 4 * m.hidden
+        )
+        groups.extend((f"layer{i}", per_layer) for i in reversed(self.layers))
+        if self.first:
+            groups.append(("embedding", m.vocab * m.hidden // cfg.tp + m.seq * m.hidden))
+        return groups
+
+    def _gradient_buckets(self) -> dict[str, int]:
+        """Group name -> parameters of the bucket that closes after that group's backward.
+
+        Megatron fills buckets in backward order until each holds ``bucket_params``; sizes are
+        padded to a multiple of the data-parallel size so reduce-scatter shards are equal."""
+        closes: dict[str, int] = {}
+        acc = 0
+        groups = self._param_groups()
+        for i, (name, n) in enumerate(groups):
+            acc += n
+            if acc >= self.cfg.bucket_params or i == len(groups) - 1:
+                dp = self.cfg.dp
+                closes[name] = (acc + dp - 1) // dp * dp
+                acc = 0
+        return closes
+
+    @property
+    def rank_params(self) -> int:
+        return sum(n for _, n in self._param_groups())
+
+    def maybe_reduce_scatter(self, th: int, group: str, handles: list[int]) -> None:
+        numel = self._buckets.get(group)
+        if numel is None or self.cfg.dp == 1:
+            return
+        desc = CommDesc(
+            ROLE_DP,
+            CollectiveKind.REDUCE_SCATTER,
+            "_reduce_scatter_base",
+            "nccl:_reduce_scatter_base",
+            numel,
+            numel // self.cfg.dp,
+            *BF16,
+        )
+        h = self._handle()
+        handles.append(h)
+        self.ops.append((OP_COLL, th, self._comm(desc), h))
+
+    # ---- the step ----
+    def forward(self, mb: int) -> None:
+        th = THREAD_MAIN
+        self.begin(th, f"forward_step#{mb}")
+        if self.first:
+            self.embedding_forward(th)
+        for layer in self.layers:
+            self.layer_forward(th, layer)
+        if self.last:
+            self.output_forward(th)
+        self.end(th)
+
+    def backward(self, mb: int, sync_grads: bool, rs_handles: list[int]) -> None:
+        th = THREAD_AUTOGRAD
+        self.ops.append((OP_HANDOFF, THREAD_MAIN, th))
+        self.begin(th, f"backward_step#{mb}")
+        if self.last:
+            self.output_backward(th)
+            if sync_grads:
+                self.maybe_reduce_scatter(th, "output_layer", rs_handles)
+        for layer in reversed(self.layers):
+            self.layer_backward(th, layer)
+            if sync_grads:
+                self.maybe_reduce_scatter(th, f"layer{layer}", rs_handles)
+        if self.first:
+            self.embedding_backward(th)
+            if sync_grads:
+                self.maybe_reduce_scatter(th, "embedding", rs_handles)
+        self.end(th)
+        self.ops.append((OP_HANDOFF, th, THREAD_MAIN))
+
+    def p2p(self, transfers: tuple) -> None:
+        T, h = self.T, self.h
+        descs = []
+        for t in transfers:
+            role = ROLE_PREV if t.peer == "prev" else ROLE_NEXT
+            kind = CollectiveKind.SEND if t.op == "send" else CollectiveKind.RECV
+            descs.append(
+                self._comm(CommDesc(role, kind, t.op, f"nccl:{t.op}", T * h, T * h, *BF16, payload=t.payload))
+            )
+        self.ops.append((OP_P2P, THREAD_MAIN, tuple(descs)))
+
+    def optimizer(self, rs_handles: list[int]) -> None:
+        th = THREAD_MAIN
+        cfg = self.cfg
+        self.wait(th, rs_handles)  # finish_grad_sync
+        shard = self.rank_params // cfg.dp
+        self.begin(th, "Optimizer.step#DistributedOptimizer.step")
+        t_norm = costs.memory_time(shard * 4, self.gpu)
+        self.kernel(
+            th,
+            KernelDesc(
+                "multi_tensor_l2norm",
+                L2NORM,
+                ns(t_norm),
+                35_000,
+                grid=(320, 1, 1),
+                block=(512, 1, 1),
+                registers=40,
+            ),
+        )
+        self.ops.append((OP_MEMCPY, th, 4))  # grad_norm.item()
+        self.ops.append((OP_SYNC, th))
+        ag_handles: list[int] = []
+        buckets = list(self._buckets.values())
+        for numel in buckets:
+            # Adam on the fp32 shard: read/write params, m, v (24 B), read the bf16 grad, write bf16 params.
+            t_adam = costs.memory_time(numel // cfg.dp * 28, self.gpu)
+            self.kernel(
+                th,
+                KernelDesc(
+                    "multi_tensor_adam",
+                    ADAM,
+                    ns(t_adam),
+                    40_000,
+                    grid=(320, 1, 1),
+                    block=(512, 1, 1),
+                    registers=64,
+                ),
+            )
+        if cfg.dp > 1:
+            for numel in buckets:
+                desc = CommDesc(
+                    ROLE_DP,
+                    CollectiveKind.ALL_GATHER,
+                    "_allgather_base",
+                    "nccl:_all_gather_base",
+                    numel // cfg.dp,
+                    numel,
+                    *BF16,
+                )
+                h = self._handle()
+                ag_handles.append(h)
+                self.ops.append((OP_COLL, th, self._comm(desc), h))
+        self.end(th)
+        self.wait(th, ag_handles)
+
+    def zero_grad(self) -> None:
+        n = self.rank_params
+        self.elementwise(THREAD_MAIN, "aten::zero_", FILL, n, reads=0, writes=1, dims=[[n]])
+
+
+def build_stage_plan(cfg: SynthConfig, gpu: GpuProfile, stage: int) -> StagePlan:
+    """The instructions of one training iteration on pipeline ``stage``."""
+    b = StageProgram(cfg, gpu, stage)
+    b.ops.append((OP_STEP_BEGIN,))
+    b.zero_grad()
+    steps = pipeline_steps(cfg.schedule, stage, cfg.pp, cfg.microbatches)
+    last_backward = max(i for i, s in enumerate(steps) if s.phase == "B")
+    rs_handles: list[int] = []
+    for i, step in enumerate(steps):
+        if step.phase == "F":
+            b.forward(step.microbatch)
+        elif step.phase == "B":
+            b.backward(step.microbatch, sync_grads=i == last_backward, rs_handles=rs_handles)
+        else:
+            b.p2p(step.transfers)
+    b.optimizer(rs_handles)
+    b.ops.append((OP_STEP_END,))
+    return b.plan
