@@ -10,8 +10,10 @@ critical path of each iteration.
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -219,10 +221,9 @@ def replay(
     sim_seconds = time.perf_counter() - t1
     progress(0.8, "building the predicted timeline")
     timeline = [predicted_rank(graph, t, start, end) for t in job.ranks]
-    paths = PathContext(graph) if critical_paths else None
-    ranks = []
-    for t, p in zip(job.ranks, timeline):
-        ranks.append(_compare(graph, t, p, start, end, paths))
+    ranks = [_compare(graph, t, p, start, end, None) for t, p in zip(job.ranks, timeline)]
+    if critical_paths:
+        _add_critical_paths(graph, start, end, ranks, timeline)
     progress(1.0, "replay done")
     return ReplayResult(
         graph=graph,
@@ -337,6 +338,31 @@ def _compare(
         for w in pw:
             result.critical_paths[w.name] = critical_path(graph, start, end, measured.rank, w, context=paths)
     return result
+
+
+def _add_critical_paths(
+    graph: ExecutionGraph,
+    start: np.ndarray,
+    end: np.ndarray,
+    ranks: list[RankResult],
+    timeline: list[RankTrace],
+) -> None:
+    """Every rank's and iteration's critical path. The compiled walk releases the GIL, so the walks
+    (long at hundreds of ranks: each crosses the whole job through its collectives) share the cores."""
+    ctx = PathContext(graph)
+    work = [(res, w) for res, p in zip(ranks, timeline) for w in iteration_windows(p)]
+
+    def walk(item: tuple[RankResult, Window]) -> CriticalPath:
+        return critical_path(graph, start, end, item[0].rank, item[1], context=ctx)
+
+    workers = max(1, min(len(work), os.cpu_count() or 1)) if jit.ENABLED else 1
+    if workers == 1:
+        found = [walk(item) for item in work]
+    else:
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="lumos-critical-path") as pool:
+            found = list(pool.map(walk, work))
+    for (res, w), path in zip(work, found):
+        res.critical_paths[w.name] = path
 
 
 _SLOT_NAMES = {CAT_CPU: "cpu", CAT_COMM: "gpu_communication", CAT_COMPUTE: "gpu_compute"}
