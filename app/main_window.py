@@ -172,14 +172,16 @@ class MainWindow(JobOpening, WindowMenus, QMainWindow):
             + (" · SYNTHETIC job (lumos synth): its times are Lumos's own models" if job.is_synthetic else "")
         )
         self.summaries.setCurrentIndex(0)
-        if job.skipped:
+        # a JSON file that is no trace at all (a run's config.json) is listed in Files, not a failure
+        failed = [s for s in job.skipped if not s.not_a_trace]
+        if failed:
             self.summaries.setCurrentWidget(self.summaries.files_tab)
             files = "; ".join(
-                f"<b>{html.escape(Path(s.file).name)}</b>: {html.escape(s.reason)}" for s in job.skipped[:3]
+                f"<b>{html.escape(Path(s.file).name)}</b>: {html.escape(s.reason)}" for s in failed[:3]
             )
-            more = f" (and {len(job.skipped) - 3} more)" if len(job.skipped) > 3 else ""
+            more = f" (and {len(failed) - 3} more)" if len(failed) > 3 else ""
             self.banner.show_message(
-                f"{len(job.skipped)} file(s) could not be loaded{more} — {files}. "
+                f"{len(failed)} file(s) could not be loaded{more} — {files}. "
                 f"The other {len(job.ranks)} rank(s) are shown.",
                 error=True,
             )

@@ -119,6 +119,16 @@ def test_a_bad_file_is_reported_while_good_ranks_open(window, qtbot, tmp_path) -
     assert window.warnings_button.isVisible() and "warning" in window.warnings_button.text()
 
 
+def test_a_config_json_beside_the_traces_is_no_failure_banner(window, qtbot) -> None:
+    # the project's own CPU runs keep their config.json beside the trace: not a lost rank
+    folder = Path(__file__).parent / "data" / "cpu-gpt" / "base"
+    with qtbot.waitSignal(window.job_loaded, timeout=LOAD_TIMEOUT_MS) as blocker:
+        window.open_path(folder)
+    job = blocker.args[0].job
+    assert [Path(s.file).name for s in job.skipped] == ["config.json"] and job.skipped[0].not_a_trace
+    assert not window.banner.isVisible()
+
+
 def test_a_folder_without_traces_fails_with_a_message(window, qtbot, tmp_path) -> None:
     with qtbot.waitSignal(window.load_failed, timeout=LOAD_TIMEOUT_MS) as blocker:
         window.open_path(tmp_path)

@@ -104,7 +104,7 @@ def report_load_problems(job: Any, out: Any = None) -> None:
     command goes on with the good ranks, but its figures are not the whole job's."""
     out = out if out is not None else sys.stderr
     for s in getattr(job, "skipped", ()):
-        if s.reason.startswith("JSON but not a Kineto trace"):  # e.g. a run's config.json beside its traces
+        if s.not_a_trace:  # e.g. a run's config.json beside its traces
             print(f"lumos: note: ignored {s.file} ({s.reason})", file=out)
         else:
             print(f"lumos: warning: skipped {s.file}: {s.reason}", file=out)

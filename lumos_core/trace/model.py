@@ -365,6 +365,12 @@ class SkippedFile:
     file: str
     reason: str
 
+    @property
+    def not_a_trace(self) -> bool:
+        """Valid JSON but no Kineto trace (a run's config.json beside its traces): worth a note,
+        not a warning that a rank was lost."""
+        return self.reason.startswith("JSON but not a Kineto trace")
+
 
 @dataclass
 class Job:
