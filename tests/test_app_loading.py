@@ -127,6 +127,11 @@ def test_a_config_json_beside_the_traces_is_no_failure_banner(window, qtbot) -> 
     job = blocker.args[0].job
     assert [Path(s.file).name for s in job.skipped] == ["config.json"] and job.skipped[0].not_a_trace
     assert not window.banner.isVisible()
+    # a CPU-only job has nothing but its threads to show: they start expanded, not as one summary row
+    from app.timeline.lane_layout import RowKind
+
+    kinds = [r.kind for r in window.timeline.layout_model.rows]
+    assert RowKind.CPU in kinds and RowKind.CPU_GROUP not in kinds
 
 
 def test_a_folder_without_traces_fails_with_a_message(window, qtbot, tmp_path) -> None:

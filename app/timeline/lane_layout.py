@@ -64,7 +64,9 @@ class LaneLayout:
         self.paired = paired  # every row of layer 0 is followed by a twin of layer 1
         self.only_layer = only_layer  # every row draws this layer only (when not paired)
         self.collapsed_ranks: set[int] = set()
-        self.expanded_cpu: set[int] = set()
+        # a rank with no GPU stream (a CPU-only job) has nothing but its threads to show: they start
+        # expanded, or the rank is one summary row with its step annotations
+        self.expanded_cpu: set[int] = {i for i, r in enumerate(ranks) if not any(ln.is_gpu for ln in r.lanes)}
         self.rows: list[Row] = []
         self.group_bounds: list[tuple[int, int]] = []  # per rank index: [first row, end row)
         self.version = 0
