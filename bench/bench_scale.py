@@ -70,7 +70,7 @@ def synth(name: str) -> Path:
 
 
 def baseline_tree(ref: str) -> Path:
-    """A detached worktree of ``ref`` (created once) whose code the "before" runs import."""
+    """A detached worktree of ``ref`` whose code the "before" runs import (removed at the end)."""
     sha = subprocess.run(
         ["git", "rev-parse", "--short", ref], cwd=REPO, check=True, capture_output=True, text=True
     ).stdout.strip()
@@ -238,6 +238,8 @@ def main() -> None:
                 line = fmt(label, name, row)
             rows.append(line)
             print(line, flush=True)
+    if not args.no_baseline:  # the detached worktree is registered in the repository: remove it
+        subprocess.run(["git", "worktree", "remove", "--force", str(codes[1][1])], cwd=REPO, check=False)
     print(
         "\ncold = first run with an empty cache (JSON parse included); cached = second run (wall and CPU "
         "seconds of the whole command: start-up, load, graph, simulation, critical paths, report); replay "
