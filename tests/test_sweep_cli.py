@@ -169,3 +169,11 @@ def test_the_ray_engine_without_ray_says_how_to_install_it(tmp_path) -> None:
 def test_bad_grid_is_one_line_and_exit_2(tmp_path: Path) -> None:
     run = lumos("sweep", str(tmp_path), "--grid", "dp=8 warp=2", timeout=60)
     assert run.returncode == 2 and run.stderr.startswith("lumos sweep: error: grid: unknown knob 'warp'")
+
+
+@needs_shared
+def test_a_cpu_paced_trace_says_why_every_row_takes_the_same_time() -> None:
+    # nanoGPT is CPU-paced: a faster GPU leaves the iteration unchanged, and the sweep says why
+    run = lumos("sweep", str(shared("h100-nanogpt-8rank")), "--grid", "gpu=H100,H200", "--jobs", "1", "-q")
+    assert run.returncode == 0, run.stderr
+    assert "note: CPU-paced by" in run.stdout and "--cpu-scale" in run.stdout

@@ -151,6 +151,10 @@ def format_report(report: SweepReport, out: Path | None) -> str:
     )
     if any(r.ok and math.isnan(r.tokens_per_s_per_gpu) for r in rows):
         lines.append(TOKENS_UNKNOWN)
+    # a CPU-paced trace gives every GPU-side configuration the same time: say why, once
+    paced = next((n for r in rows for n in r.notes if n.startswith("CPU-paced by")), None)
+    if paced:
+        lines.append(f"note: {paced}")
     if out is not None:
         lines.append(f"results: {out}")
     return "\n".join(lines)
