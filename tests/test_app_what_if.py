@@ -158,7 +158,9 @@ def test_baseline_replay_overlay_appears_with_the_cli_error(win, cli_replay) -> 
     # shown: the Prediction tab, its table, the scenario list and the toolbar
     assert f"{s.summary.replay_error_pct:.2f} %" in wb.prediction.headline.text()
     assert wb.prediction.iterations.model.rowCount() == len(cli_rows) == 32
-    assert "error" in wb.scenario_list.tree.topLevelItem(0).text(3)
+    row = wb.scenario_list.tree.topLevelItem(0)
+    assert row.text(3) == f"{s.summary.replay_error_pct:.2f} % in-sample"
+    assert "replay error, in-sample" in row.toolTip(3)
     # drawn: the measured timeline in its colours, the replay outlined only where it differs by
     # two pixels or more at this zoom; the status bar says how close it is
     tl = win.timeline
