@@ -13,11 +13,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import pyqtgraph as pg
 from PySide6.QtCore import QPointF, QRectF, Qt
 from PySide6.QtGui import QColor, QFont, QFontMetricsF, QPainter, QPen, QPolygonF
 
 from app.theme import LIGHT, Theme
+from app.timeline.extent_item import ExtentItem
 from app.timeline.lane_layout import MEMORY_ROWS, LaneLayout, RowKind
 from lumos_core.trace.memory import DEVICE_CUDA
 from lumos_core.trace.memory_summary import DeviceMemory
@@ -90,34 +90,20 @@ def step_points(
     return np.r_[xs, hi if hi > x[-1] else x[-1]], np.r_[vs, v[-1]]
 
 
-class MemoryLaneItem(pg.GraphicsObject):
+class MemoryLaneItem(ExtentItem):
     """Paints every visible memory band of the layout (see the module docstring)."""
 
     def __init__(self, theme: Theme = LIGHT) -> None:
-        super().__init__()
-        self.theme = theme
+        super().__init__(theme)
         self.layout: LaneLayout | None = None
         self.curves: list[MemoryCurve | None] = []
-        self._extent = QRectF(0, 0, 1, 1)
         self._font = QFont()
         self._font.setPointSizeF(8.0)
 
     def set_data(self, layout: LaneLayout | None, curves: list[MemoryCurve | None], extent: QRectF) -> None:
-        self.prepareGeometryChange()
         self.layout = layout
         self.curves = curves
-        self._extent = QRectF(extent)
-        self.update()
-
-    def set_extent(self, extent: QRectF) -> None:
-        self.prepareGeometryChange()
-        self._extent = QRectF(extent)
-        self.update()
-
-    def boundingRect(self) -> QRectF:
-        r = self._extent
-        pad = max(r.width(), 1.0)
-        return QRectF(r.left() - pad, -1.0, r.width() + 2 * pad, r.height() + 2.0)
+        self.set_extent(extent)
 
     def bands(self, first_row: int, last_row: int) -> list[tuple[int, int]]:
         """(rank index, first row) of every memory band that overlaps rows [first_row, last_row)."""

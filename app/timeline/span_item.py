@@ -16,11 +16,11 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
-import pyqtgraph as pg
 from PySide6.QtCore import QLineF, QPointF, QRectF, Qt, Signal
 from PySide6.QtGui import QBrush, QColor, QFont, QFontMetricsF, QPainter, QPen, QPolygonF
 
 from app.theme import LIGHT, Theme
+from app.timeline.extent_item import ExtentItem
 from app.timeline.frame import Frame, build_frame, paint_frame
 from app.timeline.lane_layout import LaneLayout
 from app.timeline.layer import IterationMark, Layer, LayerStyle
@@ -36,19 +36,17 @@ __all__ = [
 ]
 
 
-class TimelineItem(pg.GraphicsObject):
+class TimelineItem(ExtentItem):
     """All rows of the timeline in one item (see module docstring)."""
 
     sigPainted = Signal(float)  # seconds the paint took
 
     def __init__(self, theme: Theme = LIGHT) -> None:
-        super().__init__()
-        self.theme = theme
+        super().__init__(theme)
         self.layers: list[Layer] = []
         self.layout: LaneLayout | None = None
         self.iterations: list[list[IterationMark]] = []
         self.match_masks: list[np.ndarray | None] = []  # per rank, over layer 0's table indices
-        self._extent = QRectF(0, 0, 1, 1)
         self._frame: Frame | None = None
         self._key: tuple | None = None
         self._version = 0
@@ -98,13 +96,7 @@ class TimelineItem(pg.GraphicsObject):
     def data_extent(self) -> QRectF:
         return QRectF(self._extent)
 
-    # ---- QGraphicsItem
-    def boundingRect(self) -> QRectF:
-        # generous: the item paints whatever part of the scene is in view
-        r = self._extent
-        pad = max(r.width(), 1.0)
-        return QRectF(r.left() - pad, -1.0, r.width() + 2 * pad, r.height() + 2.0)
-
+    # ---- QGraphicsItem (the bounding rectangle is ExtentItem's)
     def paint(self, p: QPainter, opt: object, widget: object = None) -> None:
         t0 = time.perf_counter()
         vb = self.getViewBox()
@@ -158,29 +150,17 @@ class Marker:
     row: int
 
 
-class OverlayItem(pg.GraphicsObject):
+class OverlayItem(ExtentItem):
     """Selection outline, launch → kernel arrow, measured span (cheap to repaint)."""
 
     def __init__(self, theme: Theme = LIGHT) -> None:
-        super().__init__()
-        self.theme = theme
+        super().__init__(theme)
         self.selection: Marker | None = None
         self.arrow: tuple[QPointF, QPointF] | None = None  # data coordinates
         self.measure: tuple[float, float] | None = None
-        self._extent = QRectF(0, 0, 1, 1)
         self._font = QFont()
         self._font.setPointSizeF(8.5)
         self._font.setBold(True)
-
-    def set_extent(self, extent: QRectF) -> None:
-        self.prepareGeometryChange()
-        self._extent = QRectF(extent)
-        self.update()
-
-    def boundingRect(self) -> QRectF:
-        r = self._extent
-        pad = max(r.width(), 1.0)
-        return QRectF(r.left() - pad, -1.0, r.width() + 2 * pad, r.height() + 2.0)
 
     def paint(self, p: QPainter, opt: object, widget: object = None) -> None:
         vb = self.getViewBox()

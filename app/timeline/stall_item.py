@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import pyqtgraph as pg
 from PySide6.QtCore import QRectF, Qt
 from PySide6.QtGui import QBrush, QColor, QPainter, QPen
 
 from app.loaded_job import LoadedJob
 from app.theme import LIGHT, Theme
+from app.timeline.extent_item import ExtentItem
 from app.timeline.lane_layout import LaneLayout
 
 HATCH = "#D62728"
@@ -49,32 +49,18 @@ def stalls_of(loaded: LoadedJob) -> list[Stall]:
     return out
 
 
-class StallItem(pg.GraphicsObject):
+class StallItem(ExtentItem):
     """Hatched bands over the lanes (drawn above the tasks, below the selection overlay)."""
 
     def __init__(self, theme: Theme = LIGHT) -> None:
-        super().__init__()
-        self.theme = theme
+        super().__init__(theme)
         self.layout: LaneLayout | None = None
         self.stalls: list[Stall] = []
-        self._extent = QRectF(0, 0, 1, 1)
 
     def set_data(self, layout: LaneLayout | None, stalls: list[Stall], extent: QRectF) -> None:
-        self.prepareGeometryChange()
         self.layout = layout
         self.stalls = stalls
-        self._extent = QRectF(extent)
-        self.update()
-
-    def set_extent(self, extent: QRectF) -> None:
-        self.prepareGeometryChange()
-        self._extent = QRectF(extent)
-        self.update()
-
-    def boundingRect(self) -> QRectF:
-        r = self._extent
-        pad = max(r.width(), 1.0)
-        return QRectF(r.left() - pad, -1.0, r.width() + 2 * pad, r.height() + 2.0)
+        self.set_extent(extent)
 
     def row_of(self, s: Stall) -> int:
         if self.layout is None:
