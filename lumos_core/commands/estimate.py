@@ -30,6 +30,7 @@ from lumos_core.whatif.baseline import group_roles, infer_baseline
 from lumos_core.whatif.config import KNOBS, RECOMPUTE_MODES, Baseline, JobConfig, check
 from lumos_core.whatif.estimate import EstimateResult, estimate, predict_memory_or_note
 from lumos_core.whatif.export import write_job
+from lumos_core.whatif.knobs import STRUCTURE_KNOBS
 from lumos_core.whatif.memory_model import MemoryPrediction
 from lumos_core.whatif.retime import comm_model_from_trace
 from lumos_core.whatif.retime.compute import fit_gemm_curve
@@ -53,13 +54,11 @@ Every estimate also predicts peak memory per rank (weights, gradients, optimizer
 activations of the microbatches in flight, and a constant calibrated on the trace's memory
 records when it has them) against the GPU's capacity, and flags a configuration that does not fit."""
 
-_INT_KNOBS = ("dp", "tp", "pp", "microbatches", "layers", "hidden", "ffn", "heads", "seq", "micro_batch")
-
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_load_arguments(p)
     g = p.add_argument_group("configuration to predict")
-    for k in _INT_KNOBS:
+    for k in STRUCTURE_KNOBS:
         g.add_argument(KNOBS[k], type=int, default=None, metavar="N", dest=k)
     g.add_argument("--schedule", choices=SCHEDULES, default=None, help="pipeline schedule")
     g.add_argument(
@@ -143,7 +142,7 @@ def run(args: argparse.Namespace) -> int:
     changes = {
         k: getattr(args, k)
         for k in (
-            *_INT_KNOBS,
+            *STRUCTURE_KNOBS,
             "schedule",
             "gpu",
             "nvlink_gbps",

@@ -28,21 +28,11 @@ from lumos_core.errors import LumosError
 from lumos_core.trace.model import Job
 from lumos_core.whatif.baseline import infer_baseline
 from lumos_core.whatif.config import Baseline
+from lumos_core.whatif.knobs import STRUCTURE_KNOBS
 
-# Knobs of the inferred configuration that ``diff`` compares (what ``lumos estimate`` can change,
-# plus what it cannot: the device and the vocabulary).
-CONFIG_KNOBS = (
-    "dp",
-    "tp",
-    "pp",
-    "microbatches",
-    "layers",
-    "hidden",
-    "ffn",
-    "heads",
-    "seq",
-    "micro_batch",
-)
+# Knobs of the inferred configuration that ``diff`` compares: the job's structure (what ``lumos
+# estimate`` can change), plus what it cannot: the device and the vocabulary.
+CONFIG_KNOBS = STRUCTURE_KNOBS
 
 
 class PairError(LumosError):

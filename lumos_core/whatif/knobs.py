@@ -13,7 +13,9 @@ from typing import Any
 from lumos_core.errors import ConfigError
 from lumos_core.whatif.config import KNOBS
 
-INT_KNOBS = (
+# The job's structure: parallelism, pipeline and model shape (whole numbers). ``lumos estimate``
+# takes each as an integer option; ``lumos diff`` compares them between two jobs.
+STRUCTURE_KNOBS = (
     "dp",
     "tp",
     "pp",
@@ -24,8 +26,8 @@ INT_KNOBS = (
     "heads",
     "seq",
     "micro_batch",
-    "zero",
 )
+INT_KNOBS = (*STRUCTURE_KNOBS, "zero")
 FLOAT_KNOBS = ("nvlink_gbps", "network_gbps", "cpu_scale")
 TEXT_KNOBS = ("schedule", "gpu", "recompute")
 
