@@ -18,6 +18,7 @@ import numpy as np
 from lumos_core.compare.summary import (
     BREAKDOWN_KEYS,
     SUMMARY_DEFINITION,
+    CollStat,
     JobSummary,
     Stat,
     collective_kind_rows,
@@ -109,7 +110,7 @@ class JobDiff:
         rows = []
         for key in set(ka) | set(kb):
             sa, sb = ka.get(key), kb.get(key)
-            status = "both" if sa and sb else ("vanished" if sa else "appeared")
+            status = _status(sa, sb)
             sa, sb = sa or Stat(), sb or Stat()
             fam = self.a.summary.kernel_family.get(key) or self.b.summary.kernel_family.get(key, "")
             rows.append(
@@ -117,10 +118,7 @@ class JobDiff:
                     "kernel": key,
                     "family": fam,
                     "status": status,
-                    "a_count": round(sa.count, 3),
-                    "b_count": round(sb.count, 3),
-                    "a_us": round(sa.total_us, 3),
-                    "b_us": round(sb.total_us, 3),
+                    **_count_and_time(sa, sb),
                     "a_mean_us": round(sa.mean_us, 3),
                     "b_mean_us": round(sb.mean_us, 3),
                     "delta_us": round(sb.total_us - sa.total_us, 3),
@@ -134,20 +132,18 @@ class JobDiff:
         rows = []
         for key in sorted(set(ca) | set(cb), key=lambda k: (k[0], k[1], k[2])):
             sa, sb = ca.get(key), cb.get(key)
-            status = "both" if sa and sb else ("vanished" if sa else "appeared")
+            status = _status(sa, sb)
+            sa, sb = sa or CollStat(), sb or CollStat()
             rows.append(
                 {
                     "kind": key[0],
                     "group_size": key[1],
                     "size_bytes": key[2],
                     "status": status,
-                    "a_count": round(sa.count, 3) if sa else 0.0,
-                    "b_count": round(sb.count, 3) if sb else 0.0,
-                    "a_us": round(sa.total_us, 3) if sa else 0.0,
-                    "b_us": round(sb.total_us, 3) if sb else 0.0,
-                    "delta_us": round((sb.total_us if sb else 0.0) - (sa.total_us if sa else 0.0), 3),
-                    "a_bus_bw_gbps": _finite(sa.bus_bw_gbps) if sa else None,
-                    "b_bus_bw_gbps": _finite(sb.bus_bw_gbps) if sb else None,
+                    **_count_and_time(sa, sb),
+                    "delta_us": round(sb.total_us - sa.total_us, 3),
+                    "a_bus_bw_gbps": _finite(sa.bus_bw_gbps),  # None when it did not run
+                    "b_bus_bw_gbps": _finite(sb.bus_bw_gbps),
                 }
             )
         return rows
@@ -157,16 +153,13 @@ class JobDiff:
         rows = []
         for name in set(ca) | set(cb):
             sa, sb = ca.get(name), cb.get(name)
-            status = "both" if sa and sb else ("vanished" if sa else "appeared")
+            status = _status(sa, sb)
             sa, sb = sa or Stat(), sb or Stat()
             rows.append(
                 {
                     "name": name,
                     "status": status,
-                    "a_count": round(sa.count, 3),
-                    "b_count": round(sb.count, 3),
-                    "a_us": round(sa.total_us, 3),
-                    "b_us": round(sb.total_us, 3),
+                    **_count_and_time(sa, sb),
                     "delta_us": round(sb.total_us - sa.total_us, 3),
                 }
             )
@@ -212,6 +205,21 @@ class JobDiff:
             "cpu_ops": cpu_ops if limit is None else cpu_ops[:limit],
             "notes": self.notes,
         }
+
+
+def _status(sa: Stat | CollStat | None, sb: Stat | CollStat | None) -> str:
+    """A row both jobs ran, one only A ran (vanished) or one only B ran (appeared)."""
+    return "both" if sa and sb else ("vanished" if sa else "appeared")
+
+
+def _count_and_time(sa: Stat | CollStat, sb: Stat | CollStat) -> dict[str, float]:
+    """The columns every compared row has: count and time per rank per iteration, A then B."""
+    return {
+        "a_count": round(sa.count, 3),
+        "b_count": round(sb.count, 3),
+        "a_us": round(sa.total_us, 3),
+        "b_us": round(sb.total_us, 3),
+    }
 
 
 def _finite(x: float) -> float | None:
