@@ -322,18 +322,7 @@ def family_rows(a: JobSummary, b: JobSummary) -> list[dict[str, Any]]:
     """Per family: A and B time and count per rank-iteration, and the delta (B - A)."""
     rows = []
     for f in sorted(set(a.families) | set(b.families)):
-        sa, sb = a.families.get(f, Stat()), b.families.get(f, Stat())
-        rows.append(
-            {
-                "family": f,
-                "a_us": round(sa.total_us, 3),
-                "b_us": round(sb.total_us, 3),
-                "delta_us": round(sb.total_us - sa.total_us, 3),
-                "delta_pct": _pct(sb.total_us, sa.total_us),
-                "a_count": round(sa.count, 3),
-                "b_count": round(sb.count, 3),
-            }
-        )
+        rows.append({"family": f, **_delta_columns(a.families.get(f, Stat()), b.families.get(f, Stat()))})
     rows.sort(key=lambda r: -max(r["a_us"], r["b_us"]))
     return rows
 
@@ -342,19 +331,20 @@ def collective_kind_rows(a: JobSummary, b: JobSummary) -> list[dict[str, Any]]:
     ka, kb = a.collectives_by_kind(), b.collectives_by_kind()
     rows = []
     for k in sorted(set(ka) | set(kb)):
-        sa, sb = ka.get(k, CollStat()), kb.get(k, CollStat())
-        rows.append(
-            {
-                "kind": k,
-                "a_us": round(sa.total_us, 3),
-                "b_us": round(sb.total_us, 3),
-                "delta_us": round(sb.total_us - sa.total_us, 3),
-                "delta_pct": _pct(sb.total_us, sa.total_us),
-                "a_count": round(sa.count, 3),
-                "b_count": round(sb.count, 3),
-            }
-        )
+        rows.append({"kind": k, **_delta_columns(ka.get(k, CollStat()), kb.get(k, CollStat()))})
     return rows
+
+
+def _delta_columns(sa: Stat | CollStat, sb: Stat | CollStat) -> dict[str, float | None]:
+    """A and B time per rank-iteration, the delta (B - A, also in %), and A and B counts."""
+    return {
+        "a_us": round(sa.total_us, 3),
+        "b_us": round(sb.total_us, 3),
+        "delta_us": round(sb.total_us - sa.total_us, 3),
+        "delta_pct": _pct(sb.total_us, sa.total_us),
+        "a_count": round(sa.count, 3),
+        "b_count": round(sb.count, 3),
+    }
 
 
 def _pct(b: float, a: float) -> float | None:
