@@ -202,6 +202,30 @@ def _median_abs_pct(pred: np.ndarray, meas: np.ndarray) -> float:
     return float(np.median(np.abs(meas / pred - 1.0)) * 100) if len(pred) else float("nan")
 
 
+def _residual_at(pts: list[tuple[float, float]], rate: float) -> float:
+    """How far the (work, seconds) samples are from running at ``rate`` (median, %)."""
+    f = np.asarray([p[0] for p in pts])
+    s = np.asarray([p[1] for p in pts])
+    return _median_abs_pct(f / rate, s)
+
+
+def _throughput(
+    pts: list[tuple[float, float]],
+    name: str,
+    residuals: dict[str, Any],
+    unconstrained: list[str],
+    missing: str,
+) -> float | None:
+    """One rate for all samples, its residual kept under ``name``; None (and ``missing`` noted as
+    unconstrained) when there is no sample or no time to fit."""
+    rate = float(_rate(pts)) if pts else None
+    if not rate:
+        unconstrained.append(missing)
+        return None
+    residuals[name] = round(_residual_at(pts, rate), 2)
+    return rate
+
+
 def fit(jobs: Sequence[Job], progress: Progress = no_progress) -> Calibration:
     """Fit a hardware profile on ``jobs`` (runs of one cluster)."""
     if not jobs:
@@ -225,9 +249,7 @@ def fit(jobs: Sequence[Job], progress: Progress = no_progress) -> Calibration:
     classes = []
     for cls, pts in sorted(by_cls.items()):
         rate = _rate(pts)
-        f = np.asarray([p[0] for p in pts])
-        s = np.asarray([p[1] for p in pts])
-        res = _median_abs_pct(f / rate, s)
+        res = _residual_at(pts, rate)
         classes.append(
             GemmClass(cls=cls, flops_per_s=float(rate), samples=len(pts), residual_pct=round(res, 2))
         )
@@ -238,25 +260,23 @@ def fit(jobs: Sequence[Job], progress: Progress = no_progress) -> Calibration:
         pred = np.asarray([x / (prof_tmp.gemm_rate(x) or 1.0) for x in f])
         residuals["gemm"] = round(_median_abs_pct(pred, s), 2)
         one = _rate(samples.gemm)
-        residuals["gemm_one_rate"] = round(_median_abs_pct(f / one, s), 2)  # null model: one rate
+        residuals["gemm_one_rate"] = round(_residual_at(samples.gemm, one), 2)  # null model: one rate
     else:
         unconstrained.append("GEMM efficiency (no GEMM with recorded shapes)")
-    att = float(_rate(samples.attention)) if samples.attention else None
-    if att:
-        f = np.asarray([p[0] for p in samples.attention])
-        s = np.asarray([p[1] for p in samples.attention])
-        residuals["attention"] = round(_median_abs_pct(f / att, s), 2)
-    else:
-        unconstrained.append("attention throughput (no scaled_dot_product_attention with recorded inputs)")
-        att = None
-    ew = float(_rate(samples.elementwise)) if samples.elementwise else None
-    if ew:
-        f = np.asarray([p[0] for p in samples.elementwise])
-        s = np.asarray([p[1] for p in samples.elementwise])
-        residuals["elementwise"] = round(_median_abs_pct(f / ew, s), 2)
-    else:
-        unconstrained.append("elementwise throughput (no elementwise operator with recorded shapes)")
-        ew = None
+    att = _throughput(
+        samples.attention,
+        "attention",
+        residuals,
+        unconstrained,
+        "attention throughput (no scaled_dot_product_attention with recorded inputs)",
+    )
+    ew = _throughput(
+        samples.elementwise,
+        "elementwise",
+        residuals,
+        unconstrained,
+        "elementwise throughput (no elementwise operator with recorded shapes)",
+    )
     comm = None
     ab: list[AlphaBeta] = []
     if samples.collectives:
