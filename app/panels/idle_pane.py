@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from PySide6.QtCore import QModelIndex, Qt, Signal
-from PySide6.QtWidgets import QLabel, QSplitter, QVBoxLayout, QWidget
+from PySide6.QtCore import QModelIndex, Signal
+from PySide6.QtWidgets import QLabel, QWidget
 
 from app.loaded_job import LoadedJob
 from app.panels.table_model import Column
-from app.panels.table_pane import TablePane
+from app.panels.table_pane import TablePane, note_above_tables
 from lumos_core.replay.idle import Delay, IdleRow
 
 _TIPS = {
@@ -110,13 +110,7 @@ class IdlePane(QWidget):
             DelayRow,
         )
         self.delays.view.doubleClicked.connect(self._on_double_click)
-        split = QSplitter(Qt.Orientation.Vertical)
-        split.addWidget(self.causes)
-        split.addWidget(self.delays)
-        lay = QVBoxLayout(self)
-        lay.setContentsMargins(4, 4, 4, 4)
-        lay.addWidget(self.note)
-        lay.addWidget(split, 1)
+        note_above_tables(self, self.note, self.causes, self.delays)
         self.loaded: LoadedJob | None = None
 
     def set_job(self, loaded: LoadedJob | None) -> None:

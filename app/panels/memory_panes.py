@@ -10,11 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QComboBox, QLabel, QSplitter, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QComboBox, QLabel, QWidget
 
 from app.loaded_job import LoadedJob
 from app.panels.table_model import Column
-from app.panels.table_pane import TablePane
+from app.panels.table_pane import TablePane, note_above_tables
 from lumos_core.trace.memory_summary import NO_MEMORY_HINT, DeviceMemory
 from lumos_core.trace.operator_stats import OperatorStat, operator_table
 
@@ -118,13 +118,7 @@ class MemoryPane(QWidget):
             ],
             AllocatingOperatorRow,
         )
-        split = QSplitter(Qt.Orientation.Vertical)
-        split.addWidget(self.peaks)
-        split.addWidget(self.operators)
-        lay = QVBoxLayout(self)
-        lay.setContentsMargins(4, 4, 4, 4)
-        lay.addWidget(self.note)
-        lay.addWidget(split, 1)
+        note_above_tables(self, self.note, self.peaks, self.operators)
 
     def set_job(self, loaded: LoadedJob | None) -> None:
         memory = (loaded.memory or []) if loaded is not None else []

@@ -29,7 +29,8 @@ from app.loaded_job import LoadedJob
 from app.panels.idle_pane import IdlePane
 from app.panels.memory_panes import MemoryPane, OperatorPane
 from app.panels.table_model import Column
-from app.panels.table_pane import TablePane
+from app.panels.table_pane import TablePane, write_tables
+from app.plot_theme import theme_plot
 from app.theme import LIGHT, Theme
 from lumos_core.replay.summaries import (
     ClockStat,
@@ -39,7 +40,6 @@ from lumos_core.replay.summaries import (
     RankBreakdownStat,
     rank_breakdown_table,
     top_kernels,
-    write_csv,
 )
 from lumos_core.trace.kernel_families import Family
 
@@ -140,11 +140,7 @@ class IterationChart(pg.PlotWidget):
 
     def apply_theme(self, theme: Theme) -> None:
         self.theme = theme
-        self.setBackground(QColor(theme.background))
-        for name in ("left", "bottom"):
-            ax = self.getAxis(name)
-            ax.setPen(pg.mkPen(theme.muted))
-            ax.setTextPen(pg.mkPen(theme.foreground))
+        theme_plot(self, theme)
 
 
 def _family_color(theme: Theme, fam: Family | None) -> QColor | None:
@@ -416,12 +412,7 @@ class SummaryPanes(QTabWidget):
         }
 
     def export_all(self, folder: str | Path) -> list[Path]:
-        out = []
-        for name, (rows, row_type) in self.tables().items():
-            path = Path(folder) / f"{name}.csv"
-            write_csv(rows, path, row_type)
-            out.append(path)
-        return out
+        return write_tables(self.tables(), folder)
 
     def apply_theme(self, theme: Theme) -> None:
         self.theme = theme

@@ -10,7 +10,9 @@ from PySide6.QtWidgets import (
     QFileDialog,
     QHBoxLayout,
     QHeaderView,
+    QLabel,
     QPushButton,
+    QSplitter,
     QTableView,
     QVBoxLayout,
     QWidget,
@@ -79,3 +81,25 @@ class TablePane(QWidget):
         )
         if path:
             self.export_csv(path)
+
+
+def note_above_tables(owner: QWidget, note: QLabel, *panes: QWidget) -> QSplitter:
+    """Lay ``owner`` out as a note across the top and the panes below it, split vertically."""
+    split = QSplitter(Qt.Orientation.Vertical)
+    for pane in panes:
+        split.addWidget(pane)
+    lay = QVBoxLayout(owner)
+    lay.setContentsMargins(4, 4, 4, 4)
+    lay.addWidget(note)
+    lay.addWidget(split, 1)
+    return split
+
+
+def write_tables(tables: dict[str, tuple[list[Any], type]], folder: str | Path) -> list[Path]:
+    """Each table (name -> rows, row type) as ``<folder>/<name>.csv``; the paths written."""
+    out = []
+    for name, (rows, row_type) in tables.items():
+        path = Path(folder) / f"{name}.csv"
+        write_csv(rows, path, row_type)
+        out.append(path)
+    return out

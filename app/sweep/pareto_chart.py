@@ -13,6 +13,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import Signal
 from PySide6.QtGui import QColor
 
+from app.plot_theme import theme_plot
 from app.theme import LIGHT, Theme
 from lumos_core.sweep.point import GridRow
 from lumos_core.sweep.results import pareto_front
@@ -101,10 +102,6 @@ class ParetoChart(pg.PlotWidget):
     def apply_theme(self, theme: Theme) -> None:
         self._fg = QColor(theme.foreground)
         self._muted = QColor(theme.muted)
-        self.setBackground(QColor(theme.background))
-        for name in ("left", "bottom"):
-            ax = self.getAxis(name)
-            ax.setPen(pg.mkPen(theme.muted))
-            ax.setTextPen(pg.mkPen(theme.foreground))
+        theme_plot(self, theme)
         if self.rows:
             self.set_rows(self.rows)

@@ -30,6 +30,7 @@ from PySide6.QtWidgets import (
 
 from app.panels.summary_panes import BREAKDOWN, TablePane
 from app.panels.table_model import Column
+from app.plot_theme import theme_plot
 from app.theme import LIGHT, Theme
 from app.whatif.runner import SweepOutcome
 from lumos_core.errors import LumosError
@@ -119,11 +120,7 @@ class SweepChart(pg.PlotWidget):
 
     def apply_theme(self, theme: Theme) -> None:
         self._fg = QColor(theme.foreground)
-        self.setBackground(QColor(theme.background))
-        for name in ("left", "bottom"):
-            ax = self.getAxis(name)
-            ax.setPen(pg.mkPen(theme.muted))
-            ax.setTextPen(pg.mkPen(theme.foreground))
+        theme_plot(self, theme)
 
 
 def _bd_ms(row: GridRow, part: str) -> float:

@@ -20,6 +20,8 @@ from PySide6.QtWidgets import QFrame, QLabel, QScrollArea, QSplitter, QVBoxLayou
 
 from app.panels.summary_panes import BREAKDOWN, TablePane
 from app.panels.table_model import Column
+from app.panels.table_pane import write_tables
+from app.plot_theme import theme_plot
 from app.theme import LIGHT, Theme
 from lumos_core.replay.breakdown import Breakdown
 from lumos_core.whatif.retime import Retiming
@@ -89,11 +91,7 @@ class BreakdownBars(pg.PlotWidget):
 
     def apply_theme(self, theme: Theme) -> None:
         self._fg = QColor(theme.foreground)
-        self.setBackground(QColor(theme.background))
-        for name in ("left", "bottom"):
-            ax = self.getAxis(name)
-            ax.setPen(pg.mkPen(theme.muted))
-            ax.setTextPen(pg.mkPen(theme.foreground))
+        theme_plot(self, theme)
         for t in self.texts:
             t.setColor(self._fg)
 
@@ -211,16 +209,9 @@ class PredictionPane(QWidget):
         self.notes.setText("<br>".join(f"<small>note: {html.escape(n)}</small>" for n in notes[:6]))
 
     def export_csv(self, folder: str | Path) -> list[Path]:
-        from lumos_core.replay.summaries import write_csv
-
         if self.summary is None:
             return []
-        out = []
-        for name, (rows, row_type) in self.summary.tables().items():
-            path = Path(folder) / f"{name}.csv"
-            write_csv(rows, path, row_type)
-            out.append(path)
-        return out
+        return write_tables(self.summary.tables(), folder)
 
     def apply_theme(self, theme: Theme) -> None:
         self.theme = theme

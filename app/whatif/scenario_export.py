@@ -15,8 +15,8 @@ from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QFileDialog, QWidget
 
 from app.jobs import BackgroundTask
+from app.panels.table_pane import write_tables
 from app.whatif.runner import Scenario
-from lumos_core.replay.summaries import write_csv
 from lumos_core.whatif.export import default_out_name, write_job
 
 
@@ -115,11 +115,7 @@ class ScenarioExport:
         s = self.scenarios[scenario_id]
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
-        out = []
-        for name, (rows, row_type) in s.summary.tables().items():
-            path = folder / f"{name}.csv"
-            write_csv(rows, path, row_type)
-            out.append(path)
+        out = write_tables(s.summary.tables(), folder)
         doc = {"scenario": s.summary.as_dict(), "estimate": s.summary.estimate_json}
         path = folder / "scenario.json"
         path.write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS) + b"\n")
