@@ -42,7 +42,7 @@ from lumos_core.replay.run import ReplayResult, replay
 from lumos_core.sweep.point import GridRow
 from lumos_core.sweep.run import SweepReport, run_axis
 from lumos_core.trace.loader import load_job
-from lumos_core.trace.model import Job
+from lumos_core.trace.model import Job, RankTrace
 from lumos_core.whatif.config import Baseline
 from lumos_core.whatif.estimate import EstimateResult, estimate
 from lumos_core.whatif.knobs import format_changes
@@ -141,6 +141,16 @@ class GraphCache:
 # ---------------------------------------------------------------- work (runs on a worker thread)
 
 
+def arrange_overlay(
+    loaded: LoadedJob, timeline: list[RankTrace], summary: ScenarioSummary, progress: Progress, done: str
+) -> PredictedOverlay:
+    """The last step of every prediction: its ranks arranged over the measured ones."""
+    progress(0.94, "arranging the predicted ranks")
+    overlay = build_overlay(loaded, timeline, summary)
+    progress(1.0, done)
+    return overlay
+
+
 def replay_work(
     loaded: LoadedJob, baseline: Baseline, cache: GraphCache, name: str
 ) -> Callable[..., tuple[ScenarioSummary, ReplayResult, PredictedOverlay]]:
@@ -151,9 +161,7 @@ def replay_work(
         summary = summarize_replay(loaded.job, result, baseline, name)
         if note := stalls_note(cache.keep_stalls, graph.unexplained_ns):
             summary.notes.append(note)
-        progress(0.94, "arranging the predicted ranks")
-        overlay = build_overlay(loaded, result.timeline, summary)
-        progress(1.0, "replay done")
+        overlay = arrange_overlay(loaded, result.timeline, summary, progress, "replay done")
         return summary, result, overlay
 
     return work
@@ -183,9 +191,7 @@ def estimate_work(
         summary = summarize_estimate(loaded.job, result, changes, name)
         if note := stalls_note(cache.keep_stalls, graph.unexplained_ns):
             summary.notes.append(note)
-        progress(0.94, "arranging the predicted ranks")
-        overlay = build_overlay(loaded, result.timeline, summary)
-        progress(1.0, "estimate done")
+        overlay = arrange_overlay(loaded, result.timeline, summary, progress, "estimate done")
         return summary, result, overlay
 
     return work
@@ -204,9 +210,7 @@ def predict_from_work(
         v = validate_jobs(other, loaded.job, progress=scaled(progress, 0.3, 0.85))
         progress(0.88, "measuring the prediction against this job")
         summary = prediction_scenario(loaded.job, v, name or f"predicted from {Path(source).name}")
-        progress(0.94, "arranging the predicted ranks")
-        overlay = build_overlay(loaded, v.result.timeline, summary)
-        progress(1.0, "prediction done")
+        overlay = arrange_overlay(loaded, v.result.timeline, summary, progress, "prediction done")
         return summary, v.result, overlay
 
     return work
