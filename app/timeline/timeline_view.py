@@ -25,7 +25,7 @@ from __future__ import annotations
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QColor
-from PySide6.QtWidgets import QHBoxLayout, QScrollBar, QWidget
+from PySide6.QtWidgets import QHBoxLayout, QScrollBar, QVBoxLayout, QWidget
 
 from app.loaded_job import LoadedJob
 from app.theme import LIGHT, Theme
@@ -42,6 +42,7 @@ from app.timeline.layer import Layer
 from app.timeline.memory_lane import MemoryLaneItem, curve_for
 from app.timeline.navigation import ROW_PX, TimelineNavigation
 from app.timeline.overlay_data import measured_marks
+from app.timeline.overview import OverviewStrip
 from app.timeline.prediction_layers import GHOST_COLOR, OVERLAY_MODES, PredictionLayers
 from app.timeline.search import TimelineSearch
 from app.timeline.selection import TimelineSelection
@@ -106,17 +107,26 @@ class TimelineView(TimelineNavigation, TimelineSelection, TimelineSearch, Predic
         self.overlay.setZValue(10)
         self.scrollbar = QScrollBar(Qt.Orientation.Vertical)
         self.scrollbar.setSingleStep(1)
-        lay = QHBoxLayout(self)
+        # the job overview above the lanes, lined up with the plot area (see app.timeline.overview)
+        self.overview = OverviewStrip(theme)
+        lanes = QHBoxLayout()
+        lanes.setContentsMargins(0, 0, 0, 0)
+        lanes.setSpacing(0)
+        lanes.addWidget(self.canvas, 1)
+        lanes.addWidget(self.scrollbar)
+        lay = QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
-        lay.setSpacing(0)
-        lay.addWidget(self.canvas, 1)
-        lay.addWidget(self.scrollbar)
+        lay.setSpacing(2)
+        lay.addWidget(self.overview)
+        lay.addLayout(lanes, 1)
 
         self.wire_navigation()
         self.view_box.sigRangeChanged.connect(self._on_range_changed)
         self.wire_pointer()
         self.label_axis.sigRowClicked.connect(self.toggle_row)
         self.item.sigPainted.connect(self._on_painted)
+        self.view_box.sigResized.connect(self._follow_overview)
+        self.overview.rank_clicked.connect(self.jump_to_rank)
         self.apply_theme(theme)
 
     # ------------------------------------------------------------------ data
@@ -129,6 +139,7 @@ class TimelineView(TimelineNavigation, TimelineSelection, TimelineSearch, Predic
         self.overlay.selection = None
         self.overlay.arrow = None
         self.overlay.measure = None
+        self.overview.set_job(loaded.job.ranks if loaded else [], loaded.tables if loaded else [])
         if loaded is None:
             self.layout_model = None
             self.label_axis.layout_model = None
@@ -180,6 +191,35 @@ class TimelineView(TimelineNavigation, TimelineSelection, TimelineSearch, Predic
         self.refresh_overlay()
         self.label_axis.update()
 
+    def jump_to_rank(self, rank_index: int) -> None:
+        """Scroll the lanes so that the rank's header row is the top row."""
+        lm = self.layout_model
+        if lm is None or not 0 <= rank_index < len(lm.group_bounds):
+            return
+        first, end = lm.group_bounds[rank_index]
+        if end > first:  # a rank left out of the display order has no rows
+            self.scroll_to_row(float(first))
+
+    def ranks_in_view(self) -> tuple[int, int]:
+        """Smallest and largest rank index with a row in view ((0, -1) when none)."""
+        lm = self.layout_model
+        if lm is None or not lm.rows:
+            return 0, -1
+        top, bottom = self.y_range()
+        r0 = min(max(int(top), 0), len(lm.rows) - 1)
+        r1 = min(max(int(bottom), 0), len(lm.rows) - 1)
+        shown = {lm.rows[r].rank_index for r in range(r0, r1 + 1)}
+        return min(shown), max(shown)
+
+    def _follow_overview(self, *_: object) -> None:
+        """The overview follows the x range and the plot area, and outlines the ranks in view."""
+        if not self.overview.isVisible() and not self.overview.ranks:
+            return
+        area = self.canvas.mapFromScene(self.view_box.sceneBoundingRect()).boundingRect()
+        x0, x1 = self.x_range()
+        self.overview.in_view = self.ranks_in_view()
+        self.overview.follow(x0, x1, float(area.left()), float(area.width()))
+
     def set_all_ranks_collapsed(self, collapsed: bool) -> None:
         if self.layout_model:
             self.layout_model.set_all_ranks_collapsed(collapsed)
@@ -200,6 +240,7 @@ class TimelineView(TimelineNavigation, TimelineSelection, TimelineSearch, Predic
         self.overlay.theme = theme
         self.memory_item.theme = theme
         self.label_axis.theme = theme
+        self.overview.apply_theme(theme)
         for ax in (self.time_axis,):
             ax.setPen(pg.mkPen(theme.muted))
             ax.setTextPen(pg.mkPen(theme.foreground))
@@ -208,6 +249,7 @@ class TimelineView(TimelineNavigation, TimelineSelection, TimelineSearch, Predic
 
     # ------------------------------------------------------------------ view news
     def _on_range_changed(self, *_: object) -> None:
+        self._follow_overview()
         self.view_changed.emit()
 
     def _on_painted(self, seconds: float) -> None:

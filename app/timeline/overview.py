@@ -1,0 +1,176 @@
+"""The job overview: a strip above the lanes with one row of pixels per rank, coloured by what the
+rank's GPU is doing in each column of the visible time range (compute, communication or idle, see
+:mod:`app.timeline.overview_data`), so a rank that computes while the others wait, or arrives late
+at a collective, stands out at a glance among hundreds.
+
+The strip follows the timeline's x range and lines up with its plot area. Clicking a row scrolls
+the timeline to that rank. Flagged stragglers (:meth:`OverviewStrip.set_flagged`) get a red tick
+in the strip's left margin; the ranks in view are outlined there.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+from PySide6.QtCore import QRectF, Qt, QTimer, Signal
+from PySide6.QtGui import QColor, QImage, QMouseEvent, QPainter, QPaintEvent, QPen
+from PySide6.QtWidgets import QWidget
+
+from app.theme import Theme
+from app.timeline.lane_data import RowTable
+from app.timeline.overview_data import CLASS_FAMILY, COMMUNICATION, COMPUTE, IDLE, activity_classes
+from lumos_core.trace.model import RankTrace
+
+MAX_HEIGHT_PX = 160  # taller jobs are scaled down: the image still has one row per rank
+MAX_ROW_PX = 6  # small jobs get thicker rows
+MIN_HEIGHT_PX = 40  # room for the margin text
+STRAGGLER_COLOR = "#DC2626"
+
+
+class OverviewStrip(QWidget):
+    """Ranks × time image of the job (see the module docstring)."""
+
+    rank_clicked = Signal(int)  # rank index (into job.ranks)
+
+    def __init__(self, theme: Theme, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.theme = theme
+        self.ranks: list[RankTrace] = []
+        self.tables: list[RowTable] = []
+        self.classes = np.zeros((0, 0), np.int8)
+        self.flagged: dict[int, str] = {}  # rank index -> why
+        self.in_view: tuple[int, int] = (0, 0)  # first and last rank index shown in the lanes
+        self.plot_left = 0.0  # the plot area's x in this widget
+        self.plot_width = 0.0
+        self.x_range = (0.0, 1.0)
+        self.last_build_s = 0.0
+        self._image: QImage | None = None
+        self._timer = QTimer(self)
+        self._timer.setSingleShot(True)
+        self._timer.setInterval(15)  # coalesce the range changes of one drag or wheel
+        self._timer.timeout.connect(self.rebuild)
+        self.setMouseTracking(True)
+        self.setVisible(False)
+
+    # ---- data
+    def set_job(self, ranks: list[RankTrace], tables: list[RowTable]) -> None:
+        self.ranks, self.tables = ranks, tables
+        self.flagged = {}
+        self.classes = np.zeros((len(ranks), 0), np.int8)
+        self._image = None
+        self.setVisible(len(ranks) > 0)
+        n = len(ranks)
+        row_px = max(1, min(MAX_ROW_PX, MAX_HEIGHT_PX // max(n, 1)))
+        self.setFixedHeight(min(MAX_HEIGHT_PX, max(n * row_px, MIN_HEIGHT_PX)) + 2)
+
+    def set_flagged(self, flagged: dict[int, str]) -> None:
+        self.flagged = dict(flagged)
+        self.update()
+
+    def follow(self, x0: float, x1: float, plot_left: float, plot_width: float) -> None:
+        """The timeline's x range and plot area changed: rebuild soon (once per burst)."""
+        self.x_range = (x0, x1)
+        self.plot_left, self.plot_width = plot_left, plot_width
+        self._timer.start()
+
+    def rebuild(self) -> None:
+        """Bin every rank's GPU activity into the strip's pixel columns (a few ms at 256 ranks)."""
+        width = int(self.plot_width)
+        if not self.ranks or width <= 0:
+            return
+        t0 = time.perf_counter()
+        self.classes = activity_classes(self.ranks, self.tables, *self.x_range, width)
+        self._image = self._to_image(self.classes)
+        self.last_build_s = time.perf_counter() - t0
+        self.update()
+
+    def class_colors(self) -> np.ndarray:
+        """RGBA per class (IDLE, COMPUTE, COMMUNICATION): the families' colours, idle as the grid."""
+        out = np.zeros((3, 4), np.uint8)
+        for cls, color in (
+            (IDLE, QColor(self.theme.header_band)),
+            (COMPUTE, self.theme.family_color(CLASS_FAMILY[COMPUTE])),
+            (COMMUNICATION, self.theme.family_color(CLASS_FAMILY[COMMUNICATION])),
+        ):
+            out[cls] = (color.red(), color.green(), color.blue(), 255)
+        return out
+
+    def _to_image(self, classes: np.ndarray) -> QImage:
+        rgba = np.ascontiguousarray(self.class_colors()[classes])
+        h, w = classes.shape
+        img = QImage(rgba.data, w, h, 4 * w, QImage.Format.Format_RGBA8888)
+        return img.copy()  # own the pixels: ``rgba`` goes away
+
+    def apply_theme(self, theme: Theme) -> None:
+        self.theme = theme
+        if self.classes.size:
+            self._image = self._to_image(self.classes)
+        self.update()
+
+    # ---- geometry
+    def image_rect(self) -> QRectF:
+        return QRectF(self.plot_left, 1.0, self.plot_width, self.height() - 2.0)
+
+    def rank_at(self, y: float) -> int:
+        n = len(self.ranks)
+        r = self.image_rect()
+        if n == 0 or r.height() <= 0:
+            return -1
+        return int(min(max((y - r.top()) / r.height() * n, 0), n - 1))
+
+    # ---- events
+    def paintEvent(self, ev: QPaintEvent) -> None:
+        p = QPainter(self)
+        p.fillRect(self.rect(), QColor(self.theme.background))
+        r = self.image_rect()
+        n = len(self.ranks)
+        if self._image is not None and n:
+            p.drawImage(r, self._image)
+        if n:
+            row_h = r.height() / n
+            margin = QRectF(0, r.top(), max(self.plot_left - 2, 0), r.height())
+            p.setPen(QColor(self.theme.muted))
+            p.drawText(
+                margin.adjusted(6, 0, -14, 0),
+                int(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter),
+                f"overview · {n} ranks\nby GPU activity (compute, comm., idle)"
+                + (
+                    f"\n{len(self.flagged)} straggler{'s' * (len(self.flagged) != 1)}" if self.flagged else ""
+                ),
+            )
+            a, b = self.in_view
+            if b >= a:
+                pen = QPen(QColor(self.theme.foreground))
+                pen.setCosmetic(True)
+                p.setPen(pen)
+                p.setBrush(Qt.BrushStyle.NoBrush)
+                p.drawRect(QRectF(margin.right() - 8, r.top() + a * row_h, 6, max((b - a + 1) * row_h, 2)))
+            p.setPen(Qt.PenStyle.NoPen)
+            p.setBrush(QColor(STRAGGLER_COLOR))
+            for ri in self.flagged:
+                y = r.top() + ri * row_h
+                p.drawRect(QRectF(margin.right() - 2, y, 4, max(row_h, 2.0)))
+                p.drawRect(QRectF(r.right() - 3, y, 3, max(row_h, 2.0)))
+        p.end()
+
+    def mousePressEvent(self, ev: QMouseEvent) -> None:
+        if ev.button() == Qt.MouseButton.LeftButton:
+            ri = self.rank_at(ev.position().y())
+            if ri >= 0:
+                self.rank_clicked.emit(ri)
+                ev.accept()
+                return
+        super().mousePressEvent(ev)
+
+    def mouseMoveEvent(self, ev: QMouseEvent) -> None:
+        ri = self.rank_at(ev.position().y())
+        if 0 <= ri < len(self.ranks):
+            why = self.flagged.get(ri, "")
+            self.setToolTip(
+                f"rank {self.ranks[ri].rank}" + (f" — straggler: {why}" if why else "") + " (click to go)"
+            )
+        super().mouseMoveEvent(ev)
+
+
+__all__ = ["OverviewStrip"]

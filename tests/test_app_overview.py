@@ -1,0 +1,117 @@
+"""The job overview strip above the lanes: one row per rank, coloured by what each rank's GPU is
+doing (compute / communication / idle, in the families' colours), following the timeline's x range;
+clicking a row scrolls the lanes to that rank. Checked on a hand-built job where one rank is late."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from app_helpers import close_window, open_in_window
+from PySide6.QtCore import QEvent, QPointF, Qt
+from PySide6.QtGui import QMouseEvent
+from PySide6.QtWidgets import QApplication
+from straggler_job import COMM_US, COMPUTE_US, write_straggler_job
+
+from app.timeline.overview_data import COMMUNICATION, COMPUTE, IDLE, activity_classes, busy_before
+from lumos_core.trace.kernel_families import Family
+
+pytest_plugins = ["app_fixtures"]
+
+N_RANKS, LATE, DELAY_US = 12, 5, 400.0
+
+
+@pytest.fixture(scope="module")
+def win(qapp, tmp_path_factory):  # type: ignore[no-untyped-def]
+    folder = write_straggler_job(tmp_path_factory.mktemp("strag"), N_RANKS, LATE, DELAY_US)
+    w = open_in_window(qapp, folder)
+    w.timeline.overview.rebuild()
+    yield w
+    close_window(w)
+
+
+def test_busy_before_is_the_clipped_prefix_sum() -> None:
+    s, e = np.array([1.0, 5.0]), np.array([3.0, 6.0])
+    t = np.array([0.0, 2.0, 4.0, 5.5, 10.0])
+    assert busy_before(s, e, t) == pytest.approx([0.0, 1.0, 2.0, 2.5, 3.0])
+
+
+def test_one_row_per_rank_and_the_late_rank_computes_while_the_others_communicate(win) -> None:  # type: ignore[no-untyped-def]
+    strip = win.timeline.overview
+    assert strip.isVisible()
+    assert strip.classes.shape == (N_RANKS, int(strip.plot_width))
+    assert strip._image is not None and strip._image.height() == N_RANKS
+    # exact classes on a window of the first iteration: 10 µs columns
+    lj = win.loaded
+    col_us = 10.0
+    width = 200
+    c = activity_classes(lj.job.ranks, lj.tables, 0.0, width * col_us / 1e3, width)
+    t_us = (np.arange(width) + 0.5) * col_us
+    on_time = np.where(t_us < 10, IDLE, np.where(t_us < 10 + COMPUTE_US, COMPUTE, COMMUNICATION))
+    on_time[t_us >= 10 + COMPUTE_US + DELAY_US + COMM_US] = IDLE
+    late = on_time.copy()
+    late[(t_us >= 10 + COMPUTE_US) & (t_us < 10 + COMPUTE_US + DELAY_US)] = COMPUTE
+    for r in range(N_RANKS):
+        want = late if r == LATE else on_time
+        edge = np.abs((t_us - 10) % 100) < col_us  # columns on a boundary may go either way
+        assert (c[r][~edge] == want[~edge]).mean() > 0.97, r
+
+
+def test_colours_are_the_families_colours(win) -> None:  # type: ignore[no-untyped-def]
+    strip = win.timeline.overview
+    theme = win.theme
+    img = strip._image
+    rgb = {
+        (img.pixelColor(x, 0).red(), img.pixelColor(x, 0).green(), img.pixelColor(x, 0).blue())
+        for x in range(img.width())
+    }
+    gemm = theme.family_color(int(Family.GEMM))
+    nccl = theme.family_color(int(Family.NCCL_ALL_REDUCE))
+    assert (gemm.red(), gemm.green(), gemm.blue()) in rgb
+    assert (nccl.red(), nccl.green(), nccl.blue()) in rgb
+    assert len(rgb) <= 3
+    # and the strip on screen shows them where the image says
+    shot = strip.grab().toImage()
+    r = strip.image_rect()
+    cls = strip.classes[LATE]
+    x = int(np.flatnonzero(cls == COMPUTE)[len(np.flatnonzero(cls == COMPUTE)) // 2])
+    y = int(r.top() + (LATE + 0.5) * r.height() / N_RANKS)
+    px = shot.pixelColor(int(r.left() + x + 0.5), y)
+    assert (px.red(), px.green(), px.blue()) == (gemm.red(), gemm.green(), gemm.blue())
+
+
+def test_follows_the_x_range(win) -> None:  # type: ignore[no-untyped-def]
+    view = win.timeline
+    view.zoom_to(0.0, 1.0)
+    QApplication.processEvents()
+    view.overview.rebuild()
+    assert view.overview.x_range == pytest.approx(view.x_range())
+    # zoomed into the first ms: compute everywhere except the first 10 µs
+    assert (view.overview.classes[:, 20:] == COMPUTE).all()
+    view.reset_view()
+
+
+def test_clicking_a_row_scrolls_to_that_rank(win) -> None:  # type: ignore[no-untyped-def]
+    view = win.timeline
+    strip = view.overview
+    view.reset_view()
+    QApplication.processEvents()
+    target = N_RANKS - 2
+    r = strip.image_rect()
+    pos = QPointF(r.left() + 20, r.top() + (target + 0.5) * r.height() / N_RANKS)
+    for kind in (QEvent.Type.MouseButtonPress, QEvent.Type.MouseButtonRelease):
+        ev = QMouseEvent(
+            kind,
+            pos,
+            strip.mapToGlobal(pos),
+            Qt.MouseButton.LeftButton,
+            Qt.MouseButton.LeftButton,
+            Qt.KeyboardModifier.NoModifier,
+        )
+        QApplication.sendEvent(strip, ev)
+    QApplication.processEvents()
+    top, _ = view.y_range()
+    first, _end = view.layout_model.group_bounds[target]
+    n_rows = len(view.layout_model.rows)
+    # the rank's header is the top row, unless the view cannot scroll that far (then it is in view)
+    assert top == pytest.approx(first) or first < view.y_range()[1] - 1 <= n_rows
+    assert view.ranks_in_view()[0] <= target <= view.ranks_in_view()[1]
