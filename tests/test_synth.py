@@ -662,3 +662,27 @@ def test_pipeline_stages_on_two_hosts_are_aligned_through_send_recv(tmp_path):
     got = job.rank(8).clock_offset_ns - job.rank(0).clock_offset_ns
     assert abs(got + (offsets[8] - offsets[0])) < 20_000, (got, offsets[0], offsets[8])
     assert replay(job, critical_paths=False).mean_abs_error_pct < 1.0
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+def test_graph_explains_every_gpu_delay_of_a_pipeline_job(tmp_path, monkeypatch, compiled):
+    """Every delay in a synthetic job has a cause the generator wrote, so the execution graph must
+    explain every GPU task's start -- including an event recorded on the compute stream right after
+    it waited for a p2p kernel (the recorded event completes only when that kernel does)."""
+    from lumos_core import jit
+    from lumos_core.graph.build import build_graph
+
+    if compiled and not jit.ENABLED:
+        pytest.skip("numba is not installed")
+    monkeypatch.setattr(jit, "ENABLED", compiled)
+    cfg = SynthConfig(
+        model=ModelSpec("wide", 4, 4096, 16384, 32, 2048, vocab=8192),
+        tp=2,
+        pp=4,
+        dp=1,
+        microbatches=4,
+        iterations=2,
+    )
+    synthesize(cfg, tmp_path / "pp")
+    graph = build_graph(load_job(tmp_path / "pp"))
+    assert graph.unexplained_ns == 0

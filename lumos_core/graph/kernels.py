@@ -137,12 +137,15 @@ def event_wait_pairs(  # type: ignore[no-untyped-def]
     queued_gap,
 ):
     """For each wait: (source launch index, destination launch index, lag) — the loop documented in
-    ``edges.event_wait.add_event_waits``. Returns (src, dst, lag, pairs found, waits inferred)."""
+    ``edges.event_wait.add_event_waits``. Returns (src, dst, lag, record time, wait time, waits
+    inferred) per pair found; the record time is the wait's when its record is not visible."""
     m = len(waits)
     n = len(launch_ts)
     srcs = np.empty(m, np.int64)
     dsts = np.empty(m, np.int64)
     lags = np.empty(m, np.int64)
+    recs = np.empty(m, np.int64)
+    wts = np.empty(m, np.int64)
     found = 0
     inferred = 0
     for i in range(m):
@@ -151,6 +154,7 @@ def event_wait_pairs(  # type: ignore[no-untyped-def]
         after = np.searchsorted(launch_ts, ts, side="right")
         src_idx = -1
         dst_idx = -1
+        rec_ts = ts
         if has_exact[i]:
             dest_lane = exact_dest[i]
             src_lane = exact_src[i]
@@ -159,6 +163,7 @@ def event_wait_pairs(  # type: ignore[no-untyped-def]
             cut = after
             if exact_has_rec[i]:
                 cut = np.searchsorted(launch_ts, exact_rec_ts[i], side="right")
+                rec_ts = exact_rec_ts[i]
             for k in range(cut - 1, -1, -1):
                 if stream_lane[k] == src_lane:
                     src_idx = k
@@ -183,6 +188,7 @@ def event_wait_pairs(  # type: ignore[no-untyped-def]
             )
             if rec >= 0:
                 cut = np.searchsorted(launch_ts, start[rec], side="right")
+                rec_ts = start[rec]
                 # the last launch before the record on another stream is that stream's last work
                 for k in range(cut - 1, -1, -1):
                     if stream_lane[k] != dest_lane:
@@ -204,8 +210,17 @@ def event_wait_pairs(  # type: ignore[no-untyped-def]
         srcs[found] = src_idx
         dsts[found] = dst_idx
         lags[found] = min(max(act_start[dst_idx] - act_end[src_idx], 0), queued_gap)
+        recs[found] = rec_ts
+        wts[found] = ts
         found += 1
-    return srcs[:found].copy(), dsts[:found].copy(), lags[:found].copy(), inferred
+    return (
+        srcs[:found].copy(),
+        dsts[:found].copy(),
+        lags[:found].copy(),
+        recs[:found].copy(),
+        wts[:found].copy(),
+        inferred,
+    )
 
 
 def warm_up() -> None:

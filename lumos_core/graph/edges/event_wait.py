@@ -35,20 +35,103 @@ def add_event_waits(ctx: RankContext) -> None:
     if len(launches[0]) == 0:
         return
     find = event_wait_pairs if jit.ENABLED else event_wait_pairs_reference
-    srcs, dsts, lags, inferred = find(t, rn, waits, launches, typical_latency)
+    src, dst, lag, rec_ts, wait_ts, inferred = find(t, rn, waits, launches, typical_latency)
     if inferred:
         notes.append(f"inferred-waits {inferred} {len(waits)}")
-    sp.add(srcs, dsts, lags, True, EdgeKind.EVENT_WAIT)
+    src, dst, lag = with_waits_recorded_over(src, dst, lag, rec_ts, wait_ts, t, rn, launches)
+    sp.add(launches[0][src], launches[0][dst], lag, True, EdgeKind.EVENT_WAIT)
 
 
 Launches = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 
 
+def with_waits_recorded_over(
+    src: np.ndarray,
+    dst: np.ndarray,
+    lag: np.ndarray,
+    rec_ts: np.ndarray,
+    wait_ts: np.ndarray,
+    t: RankTrace,
+    rn: RankNodes,
+    launches: Launches,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Add what an event captures besides its stream's last kernel.
+
+    An event recorded on stream A completes when everything queued on A before it has, including a
+    cudaStreamWaitEvent issued after A's last kernel (``work.wait()`` on a collective, then the next
+    collective's record: the compute stream has run nothing in between). Such a wait made A's *next*
+    kernel depend on work X of a third stream; the recorded event depends on X too, so each pair
+    (A's last kernel -> D) gains X -> D for every wait into A issued after that kernel's launch and
+    before the record. Repeated so that chains of waits are followed.
+    Arguments and results are launch indices (:func:`~lumos_core.graph.nodes.launches_by_stream`)."""
+    launch_nodes, launch_ts, _, stream_lane = launches
+    src, dst, lag = (np.asarray(a, np.int64) for a in (src, dst, lag))
+    rec_ts, wait_ts = np.asarray(rec_ts, np.int64), np.asarray(wait_ts, np.int64)
+    if len(src) < 2:
+        return src, dst, lag
+    node_ev = rn.events[launch_nodes - rn.base]
+    act_start = t.start[node_ev]
+    act_end = act_start + t.dur[node_ev]
+    into = stream_lane[dst]  # the stream each wait holds
+    # waits sorted by (held stream, wait time), to find those into a stream within a time range
+    order = np.lexsort((wait_ts, into))
+    key_lane, key_ts = into[order], wait_ts[order]
+    seen = set(zip(src.tolist(), dst.tolist()))
+    new_src, new_dst, new_cap = src, dst, rec_ts
+    for _ in range(4):
+        lane_a = stream_lane[new_src]
+        lo_key = np.searchsorted(key_lane, lane_a, "left")
+        hi_key = np.searchsorted(key_lane, lane_a, "right")
+        lo = np.maximum(lo_key, _search_in(key_lane, key_ts, lane_a, launch_ts[new_src], "right"))
+        hi = np.minimum(hi_key, _search_in(key_lane, key_ts, lane_a, new_cap, "left"))
+        n = np.maximum(hi - lo, 0)
+        if not n.any():
+            break
+        pair = np.repeat(np.arange(len(new_src)), n)
+        first = np.repeat(lo - np.cumsum(n) + n, n) + np.arange(int(n.sum()))
+        via = order[first]  # the wait recorded over
+        cand_src, cand_dst, cand_cap = src[via], new_dst[pair], new_cap[pair]
+        keep = np.asarray(
+            [
+                stream_lane[a] != stream_lane[b] and (a, b) not in seen
+                for a, b in zip(cand_src.tolist(), cand_dst.tolist())
+            ],
+            bool,
+        )
+        cand_src, cand_dst, cand_cap = cand_src[keep], cand_dst[keep], cand_cap[keep]
+        if len(cand_src) == 0:
+            break
+        uniq, first_of = np.unique(np.stack([cand_src, cand_dst]), axis=1, return_index=True)
+        cand_src, cand_dst, cand_cap = uniq[0], uniq[1], cand_cap[first_of]
+        seen.update(zip(cand_src.tolist(), cand_dst.tolist()))
+        gap = np.clip(act_start[cand_dst] - act_end[cand_src], 0, QUEUED_GAP_NS)
+        src, dst, lag = (
+            np.concatenate([src, cand_src]),
+            np.concatenate([dst, cand_dst]),
+            np.concatenate([lag, gap]),
+        )
+        new_src, new_dst, new_cap = cand_src, cand_dst, cand_cap
+    return src, dst, lag
+
+
+def _search_in(
+    key_lane: np.ndarray, key_ts: np.ndarray, lane: np.ndarray, ts: np.ndarray, side: str
+) -> np.ndarray:
+    """Per query: the position of ``ts`` among the waits into ``lane`` (keys sorted by lane, then time)."""
+    out = np.empty(len(lane), np.int64)
+    for ln in np.unique(lane).tolist():
+        q = lane == ln
+        a = int(np.searchsorted(key_lane, ln, "left"))
+        b = int(np.searchsorted(key_lane, ln, "right"))
+        out[q] = a + np.searchsorted(key_ts[a:b], ts[q], side)
+    return out
+
+
 def event_wait_pairs(
     t: RankTrace, rn: RankNodes, waits: np.ndarray, launches: Launches, typical_latency: int
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
-    """(source nodes, waiting nodes, lags, waits inferred): the compiled pairing
-    (:func:`lumos_core.graph.kernels.event_wait_pairs`)."""
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
+    """(source, waiting, lags, record times, wait times, waits inferred), sources and waiting as
+    launch indices: the compiled pairing (:func:`lumos_core.graph.kernels.event_wait_pairs`)."""
     launch_nodes, launch_ts, launch_lane, stream_lane = launches
     node_ev = rn.events[launch_nodes - rn.base]
     act_start = t.start[node_ev]
@@ -84,7 +167,7 @@ def event_wait_pairs(
     def arr(a: np.ndarray, dtype: type) -> np.ndarray:
         return np.ascontiguousarray(a, dtype)
 
-    src, dst, lag, inferred = kernels.event_wait_pairs(
+    return kernels.event_wait_pairs(
         arr(waits, i64), arr(t.lane_begin[t.lane[waits]], i64), has_exact, exact_dest, exact_src,
         exact_rec_ts, exact_has_rec, arr(launch_ts, i64), arr(launch_lane, i32), arr(stream_lane, i32),
         arr(act_start, i64), arr(act_end, i64), arr(launch_end, i64),
@@ -92,12 +175,11 @@ def event_wait_pairs(
         arr(t.kind, np.int8), arr(t.lane, i32), arr(t.external_id, i64), record_mask[t.name],
         wait_mask[t.name], int(Kind.RUNTIME), int(typical_latency), QUEUED_GAP_NS,
     )  # fmt: skip
-    return launch_nodes[src], launch_nodes[dst], lag, int(inferred)
 
 
 def event_wait_pairs_reference(
     t: RankTrace, rn: RankNodes, waits: np.ndarray, launches: Launches, typical_latency: int
-) -> tuple[list[int], list[int], list[int], int]:
+) -> tuple[list[int], list[int], list[int], list[int], list[int], int]:
     """:func:`event_wait_pairs` in Python, one wait at a time."""
     launch_nodes, launch_ts, launch_lane, stream_lane = launches
     node_ev = rn.events[launch_nodes - rn.base]
@@ -114,12 +196,15 @@ def event_wait_pairs_reference(
     srcs: list[int] = []
     dsts: list[int] = []
     lags: list[int] = []
+    recs: list[int] = []
+    wts: list[int] = []
     inferred = 0
     for w in waits.tolist():
         ts = int(t.start[w])
         after = int(np.searchsorted(launch_ts, ts, side="right"))
         info = exact.get(int(t.correlation[w]))
         src_idx = -1
+        rec_ts = ts
         if info is not None:
             dest_lane, src_lane, rec_corr = info
             if src_lane < 0:  # it waits on a stream that ran nothing in the trace: nothing to wait for
@@ -127,6 +212,8 @@ def event_wait_pairs_reference(
             rec = record_by_corr.get(rec_corr, -1)
             if rec >= 0 and int(t.start[rec]) > ts:
                 rec = -1  # a wait cannot wait for a record issued after it (reused or corrupt id)
+            if rec >= 0:
+                rec_ts = int(t.start[rec])
             cut = after if rec < 0 else int(np.searchsorted(launch_ts, int(t.start[rec]), side="right"))
             on_src = np.flatnonzero(stream_lane[:cut] == src_lane)
             if len(on_src):
@@ -144,6 +231,7 @@ def event_wait_pairs_reference(
             dest_lane = int(stream_lane[dst_idx])
             rec = adjacent_record(t, w, record_mask)
             if rec >= 0:
+                rec_ts = int(t.start[rec])
                 cut = int(np.searchsorted(launch_ts, int(t.start[rec]), side="right"))
                 others = np.flatnonzero(stream_lane[:cut] != dest_lane)
                 if len(others):
@@ -161,11 +249,13 @@ def event_wait_pairs_reference(
                         src_idx = best
         if src_idx < 0 or stream_lane[src_idx] == stream_lane[dst_idx]:
             continue
-        srcs.append(int(launch_nodes[src_idx]))
-        dsts.append(int(launch_nodes[dst_idx]))
+        srcs.append(src_idx)
+        dsts.append(dst_idx)
         # The GPU takes a few µs to see an event complete: keep that latency when it was measured.
         lags.append(min(max(int(act_start[dst_idx] - act_end[src_idx]), 0), QUEUED_GAP_NS))
-    return srcs, dsts, lags, inferred
+        recs.append(rec_ts)
+        wts.append(ts)
+    return srcs, dsts, lags, recs, wts, inferred
 
 
 def adjacent_record(t: RankTrace, wait: int, record_mask: np.ndarray) -> int:
