@@ -23,12 +23,13 @@ from typing import Any
 
 from PySide6.QtCore import QObject, QTimer, Signal
 from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import QDialog, QFileDialog, QLabel, QPushButton, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QDialog, QLabel, QPushButton, QVBoxLayout, QWidget
 
 from app.jobs import BackgroundTask
 from app.sweep.engine_bar import EngineBar
 from app.sweep.grid_form import KnobGridForm
 from app.sweep.grid_views import GridViews
+from app.sweep.sweep_csv import ask_sweep_csv, save_sweep_rows
 from app.theme import Theme
 from app.whatif.config_panel import ConfigPanel
 from app.whatif.runner import WhatIfRunner
@@ -36,7 +37,6 @@ from lumos_core.errors import LumosError
 from lumos_core.progress import scaled
 from lumos_core.sweep.grid import Grid, parse_grid
 from lumos_core.sweep.point import GridRow, point_key
-from lumos_core.sweep.results import ResultsFile
 from lumos_core.sweep.run import SweepReport, run_grid
 from lumos_core.whatif.knobs import format_changes
 
@@ -281,17 +281,14 @@ class GridSweepDialog(GridViews, QDialog):
         return True
 
     def ask_save(self) -> None:
-        path, _ = QFileDialog.getSaveFileName(self, "Save the sweep's rows", "sweep.csv", "CSV (*.csv)")
-        if path:
+        if path := ask_sweep_csv(self):
             self.save_csv(path)
 
     def save_csv(self, path: str) -> None:
         """The rows as ``lumos sweep --out`` writes them (so the CLI can resume from the file)."""
         if self.grid is None:
             return
-        with ResultsFile(path, self.grid.columns, restart=True) as out:
-            for row in self.shown:
-                out.append(row)
+        save_sweep_rows(path, self.grid.columns, self.shown)
 
     def apply_theme(self, theme: Theme) -> None:
         self.knob_chart.apply_theme(theme)

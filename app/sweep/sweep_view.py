@@ -18,7 +18,6 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (
     QComboBox,
-    QFileDialog,
     QHBoxLayout,
     QLabel,
     QLineEdit,
@@ -31,12 +30,12 @@ from PySide6.QtWidgets import (
 from app.panels.summary_panes import BREAKDOWN, TablePane
 from app.panels.table_model import Column
 from app.plot_theme import theme_plot
+from app.sweep.sweep_csv import ask_sweep_csv, save_sweep_rows
 from app.theme import LIGHT, Theme
 from app.whatif.runner import SweepOutcome
 from lumos_core.errors import LumosError
 from lumos_core.sweep.grid import default_values, parse_values
 from lumos_core.sweep.point import GridRow
-from lumos_core.sweep.results import ResultsFile
 from lumos_core.whatif.config import KNOBS, Baseline
 
 SWEEP_KNOBS = [k for k in KNOBS if k != "schedule"]
@@ -272,17 +271,14 @@ class SweepView(QWidget):
             self.keep_requested.emit(self.outcome.knob, row.changes[self.outcome.knob])
 
     def ask_save(self) -> None:
-        path, _ = QFileDialog.getSaveFileName(self, "Save the sweep's rows", "sweep.csv", "CSV (*.csv)")
-        if path:
+        if path := ask_sweep_csv(self):
             self.save_csv(path)
 
     def save_csv(self, path: str) -> None:
         """The rows as ``lumos sweep --out`` writes them (so the CLI can resume from the file)."""
         if self.outcome is None:
             return
-        with ResultsFile(path, self.outcome.report.grid.columns, restart=True) as out:
-            for row in self.outcome.rows:
-                out.append(row)
+        save_sweep_rows(path, self.outcome.report.grid.columns, self.outcome.rows)
 
     def apply_theme(self, theme: Theme) -> None:
         self.chart.apply_theme(theme)
