@@ -341,11 +341,12 @@ def _delta_columns(sa: Stat | CollStat, sb: Stat | CollStat) -> dict[str, float 
         "a_us": round(sa.total_us, 3),
         "b_us": round(sb.total_us, 3),
         "delta_us": round(sb.total_us - sa.total_us, 3),
-        "delta_pct": _pct(sb.total_us, sa.total_us),
+        "delta_pct": pct_change(sb.total_us, sa.total_us),
         "a_count": round(sa.count, 3),
         "b_count": round(sb.count, 3),
     }
 
 
-def _pct(b: float, a: float) -> float | None:
+def pct_change(b: float, a: float) -> float | None:
+    """How much larger ``b`` is than ``a``, in % (3 decimals); None when ``a`` is 0."""
     return round(100.0 * (b / a - 1.0), 3) if a else None

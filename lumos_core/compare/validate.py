@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lumos_core.compare.diff import JobDiff, JobSide, PairError, compare_sides, job_side
-from lumos_core.compare.summary import JobSummary, Stat, summarize
+from lumos_core.compare.summary import JobSummary, Stat, pct_change, summarize
 from lumos_core.errors import ConfigError
 from lumos_core.perf.hardware import get_gpu
 from lumos_core.perf.profile import HardwareProfile
@@ -77,7 +77,7 @@ class Validation:
                 "predicted_us": round(p, 3),
                 "measured_us": round(m, 3),
                 "error_us": round(p - m, 3),
-                "error_pct": _pct(p, m),
+                "error_pct": pct_change(p, m),
             }
         return out
 
@@ -108,10 +108,6 @@ class Validation:
         }
 
 
-def _pct(p: float, m: float) -> float | None:
-    return round(100.0 * (p / m - 1.0), 3) if m else None
-
-
 def _rows(pred: dict[str, Any], meas: dict[str, Any], key: str) -> list[dict[str, Any]]:
     rows = []
     for k in set(pred) | set(meas):
@@ -123,7 +119,7 @@ def _rows(pred: dict[str, Any], meas: dict[str, Any], key: str) -> list[dict[str
                 "predicted_us": round(p, 3),
                 "measured_us": round(m, 3),
                 "error_us": round(p - m, 3),
-                "error_pct": _pct(p, m),
+                "error_pct": pct_change(p, m),
             }
         )
     rows.sort(key=lambda r: -max(r["predicted_us"], r["measured_us"]))
