@@ -8,6 +8,7 @@ from pathlib import Path
 from lumos_core.commands.common import add_profile_argument, profile_from_args, terminal_progress
 from lumos_core.commands.diff import add_pair_arguments, dump_json, load_pair
 from lumos_core.compare.validate import Validation, validate_jobs
+from lumos_core.whatif.knobs import STRUCTURE_KNOBS
 
 DESCRIPTION = """Check a prediction against a real run: the configurations of A and B are inferred
 from their traces, the knobs that differ become the what-if, and B is estimated from A exactly as
@@ -21,13 +22,11 @@ Examples:
   lumos validate runs/dp8 runs/dp16
   lumos validate runs/layers4 runs/layers8 --json"""
 
-_KNOBS = ("dp", "tp", "pp", "microbatches", "layers", "hidden", "ffn", "heads", "seq", "micro_batch")
-
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_pair_arguments(p)
     g = p.add_argument_group("values the traces do not record")
-    for k in _KNOBS:
+    for k in STRUCTURE_KNOBS:
         flag = k.replace("_", "-")
         g.add_argument(
             f"--baseline-{flag}", type=int, default=None, metavar="N", dest=f"a_{k}", help=f"A's {k}"
@@ -43,8 +42,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     job_a, job_b = load_pair(args)
-    over_a = {k: getattr(args, f"a_{k}") for k in _KNOBS if getattr(args, f"a_{k}") is not None}
-    over_b = {k: getattr(args, f"b_{k}") for k in _KNOBS if getattr(args, f"b_{k}") is not None}
+    over_a = {k: getattr(args, f"a_{k}") for k in STRUCTURE_KNOBS if getattr(args, f"a_{k}") is not None}
+    over_b = {k: getattr(args, f"b_{k}") for k in STRUCTURE_KNOBS if getattr(args, f"b_{k}") is not None}
     v = validate_jobs(
         job_a,
         job_b,

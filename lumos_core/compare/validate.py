@@ -24,11 +24,12 @@ from lumos_core.progress import Progress, no_progress
 from lumos_core.trace.model import Job
 from lumos_core.whatif.config import check
 from lumos_core.whatif.estimate import EstimateResult, estimate, outcome_of
+from lumos_core.whatif.knobs import STRUCTURE_KNOBS
 from lumos_core.whatif.scenario import ScenarioSummary, summarize_estimate
 
-# Knobs that ``lumos estimate`` models (the device is modelled as the ``gpu`` knob when both
-# devices are known GPU profiles).
-MODELLED = ("dp", "tp", "pp", "microbatches", "layers", "hidden", "ffn", "heads", "seq", "micro_batch")
+# Knobs that ``lumos estimate`` models: the job's structure (the device is modelled as the ``gpu``
+# knob when both devices are known GPU profiles).
+MODELLED = STRUCTURE_KNOBS
 # Kernels only one job runs (by name, shapes pooled) above this share of its work mean different
 # code or a different model, which no knob explains.
 UNEXPLAINED_SHARE = 0.25
