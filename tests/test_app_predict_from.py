@@ -52,6 +52,14 @@ def test_predict_this_job_from_another_run_is_lumos_validate(win) -> None:
     assert any(n.strip().startswith("GEMM") for n in s.summary.notes)
     assert wb.shown is s  # drawn over the measured job
     assert s.kind == "estimate"  # kept like any other scenario: listed, compared, exported
+    # The headline is the prediction against this job's measured time, a hold-out error (the
+    # prediction never saw this job), not the change from the other job's replay.
+    headline = wb.prediction.headline.text()
+    assert f"{v.error_pct:+.1f} %" in headline and "hold-out" in headline, headline
+    assert "vs the replayed baseline" not in headline and "1 GPUs" not in headline
+    assert [b[0] for b in wb.prediction.bars.rows] == ["measured", "source job", "predicted"]
+    assert any("hold-out error" in n for n in s.summary.notes)
+    assert "hold-out" in wb.overlay_note.text()
 
 
 def test_screenshot_of_the_prediction_over_the_measured_job(win) -> None:

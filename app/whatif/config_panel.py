@@ -312,7 +312,8 @@ class ConfigPanel(QWidget):
                 found = problems(config, self.baseline)
                 label = config.label(base)
                 world = (
-                    f"{base.world_size} GPUs traced → {config.world_size} GPUs "
+                    f"{base.world_size} GPU{'s' * (base.world_size != 1)} traced → "
+                    f"{config.world_size} GPU{'s' * (config.world_size != 1)} "
                     f"(DP {config.dp} × TP {config.tp} × PP {config.pp})"
                 )
                 if not changes:

@@ -84,11 +84,12 @@ class OverlayChoice:
             self.overlay_note.hide()
             return
         sm = s.summary
-        tail = (
-            f"replay error {sm.replay_error_pct:.2f} %"
-            if sm.kind == "replay"
-            else f"{sm.change_pct:+.1f} % vs the replayed baseline"
-        )
+        if sm.kind == "replay":
+            tail = f"replay error {sm.replay_error_pct:.2f} %"
+        elif sm.predicted_from:
+            tail = f"{sm.error_pct:+.1f} % vs measured, hold-out"
+        else:
+            tail = f"{sm.change_pct:+.1f} % vs the replayed baseline"
         how = {
             "differences": "filled: measured · <b>outlined: predicted, where it differs by "
             f"{VISIBLE_DIFF_PX:g} px or more at this zoom</b>",

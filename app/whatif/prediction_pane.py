@@ -192,7 +192,9 @@ class PredictionPane(QWidget):
         self.bars.show()
         self.legend.show()
         rows = [("measured", s.measured.breakdown, s.measured.iteration_us / 1000)]
-        if s.kind == "estimate":
+        if s.predicted_from:  # the job it was predicted from, not this job's replay
+            rows.append(("source job", s.replayed.breakdown, s.replayed.iteration_us / 1000))
+        elif s.kind == "estimate":
             rows.append(("replayed", s.replayed.breakdown, s.replayed.iteration_us / 1000))
         rows.append(
             (
@@ -229,11 +231,16 @@ def headline_html(s: ScenarioSummary) -> str:
             f"{len(s.iterations)} rank-iterations; <tt>lumos replay</tt> gives the hold-out figure."
         )
     sim = len(s.represents)
-    ranks = (
-        f"{s.world_size} GPUs, simulated as {sim} rank{'s' * (sim != 1)}"
-        if sim != s.world_size
-        else f"{s.world_size} GPUs"
-    )
+    gpus = f"{s.world_size} GPU{'s' * (s.world_size != 1)}"
+    ranks = f"{gpus}, simulated as {sim} rank{'s' * (sim != 1)}" if sim != s.world_size else gpus
+    if s.predicted_from:
+        source = html.escape(s.predicted_from)
+        return (
+            f"<b>{name}</b> ({ranks}): predicted <b>{pred:.3f} ms</b> per iteration vs measured "
+            f"{meas:.3f} ms: <b>{s.error_pct:+.1f} %</b> error, hold-out (the prediction never saw "
+            f"this job; null model, this job = {source}: {s.null_error_pct:+.1f} %); "
+            f"{source} replayed {s.replayed.iteration_us / 1000:.3f} ms." + memory_html(s)
+        )
     return (
         f"<b>{name}</b> ({ranks}): predicted <b>{pred:.3f} ms</b> per iteration, "
         f"<b>{s.change_pct:+.1f} %</b> vs the replayed baseline ({s.replayed.iteration_us / 1000:.3f} ms); "

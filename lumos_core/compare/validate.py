@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from lumos_core.compare.diff import JobDiff, JobSide, PairError, compare_sides, job_side
@@ -250,7 +251,7 @@ def error_lines(v: Validation) -> list[str]:
     d = v.as_dict()
     lines = [
         f"predicted from {d['a']}: iteration {d['predicted_us'] / 1000:.2f} ms vs measured "
-        f"{d['measured_us'] / 1000:.2f} ms, error {d['error_pct']:+.1f}% (null model, this job = "
+        f"{d['measured_us'] / 1000:.2f} ms, hold-out error {d['error_pct']:+.1f}% (null model, this job = "
         f"the other: {d['null_error_pct']:+.1f}%)"
     ]
     for r in d["families"]:
@@ -276,4 +277,10 @@ def prediction_scenario(job_b: Job, v: Validation, name: str | None = None) -> S
     the error table in its notes."""
     summary = summarize_estimate(job_b, v.result, dict(v.changes), name or f"predicted from {v.pair.a.path}")
     measured = outcome_of(v.pair.b.baseline.config, job_b.ranks)
-    return dataclasses.replace(summary, measured=measured, notes=error_lines(v) + list(summary.notes))
+    return dataclasses.replace(
+        summary,
+        measured=measured,
+        notes=error_lines(v) + list(summary.notes),
+        predicted_from=Path(v.pair.a.path).name,
+        null_error_pct=v.null_error_pct,
+    )

@@ -98,6 +98,10 @@ class ScenarioSummary:
     replay_error_pct: float = math.nan  # replay only: mean |error| over every iteration (as the CLI)
     seconds: float = 0.0
     estimate_json: dict[str, Any] | None = None  # estimate only: EstimateResult.as_dict()
+    # A prediction of this job from another one (``lumos validate``): that job's name, and the null
+    # model's error (this job's time = the other's measured time); ``replayed`` is the other's replay.
+    predicted_from: str = ""
+    null_error_pct: float = math.nan
 
     @property
     def iteration_us(self) -> float:
@@ -108,6 +112,12 @@ class ScenarioSummary:
         """Predicted vs the replayed baseline (as ``lumos estimate`` reports it)."""
         r = self.replayed.iteration_us
         return 100.0 * (self.predicted.iteration_us / r - 1) if r else 0.0
+
+    @property
+    def error_pct(self) -> float:
+        """Predicted vs measured: the hold-out error of a prediction from another job."""
+        m = self.measured.iteration_us
+        return 100.0 * (self.predicted.iteration_us / m - 1) if m else math.nan
 
     @property
     def microbatches_per_iteration(self) -> int:
@@ -147,6 +157,15 @@ class ScenarioSummary:
             "predicted": self.predicted.as_dict(),
             "change_pct": round(self.change_pct, 3),
             "replay_error_pct": None if math.isnan(self.replay_error_pct) else self.replay_error_pct,
+            **(
+                {
+                    "predicted_from": self.predicted_from,
+                    "holdout_error_pct": round(self.error_pct, 3),
+                    "null_error_pct": round(self.null_error_pct, 3),
+                }
+                if self.predicted_from
+                else {}
+            ),
             "represents": {str(k): v for k, v in self.represents.items()},
             "retimed": [r.as_dict() for r in self.retimed],
             "notes": self.notes,
