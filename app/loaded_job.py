@@ -14,11 +14,13 @@ from pathlib import Path
 import numpy as np
 
 from app.timeline.lane_data import RowTable, build_row_table
+from app.timeline.overview_data import RankActivity, activity_index
 from lumos_core.errors import LumosError
 from lumos_core.graph.build import build_graph
 from lumos_core.graph.model import ExecutionGraph
 from lumos_core.progress import scaled
 from lumos_core.replay.idle import IdleReport, idle_attribution
+from lumos_core.replay.stragglers import StragglerReport, find_stragglers
 from lumos_core.replay.summaries import (
     ClockStat,
     CollectiveStat,
@@ -55,6 +57,8 @@ class LoadedJob:
     idle: IdleReport | None = None  # GPU idle time by cause per stream and iteration
     idle_error: str = ""  # why there is none
     graph: ExecutionGraph | None = None  # the execution graph built for it (reused by the what-ifs)
+    stragglers: StragglerReport | None = None  # ranks late at their collectives or iterations
+    activity: list[RankActivity] | None = None  # per rank: GPU busy time by class (the overview strip)
 
     @property
     def title(self) -> str:
@@ -95,6 +99,8 @@ def prepare_loaded(
     collectives = collectives_table(job)
     kernels = top_kernels(job, None, limit=None)
     clocks = clock_table(job)
+    stragglers = find_stragglers(job)
+    activity = activity_index(job.ranks, tables)
     memory = [rank_memory(rank) for rank in job.ranks]
     progress(0.95, "attributing GPU idle time")
     idle, idle_error, graph = job_idle(job)
@@ -117,6 +123,8 @@ def prepare_loaded(
         idle=idle,
         idle_error=idle_error,
         graph=graph,
+        stragglers=stragglers,
+        activity=activity,
     )
 
 

@@ -117,6 +117,7 @@ class MainWindow(JobOpening, WindowMenus, QMainWindow):
         # the details of the selected task include the shown scenario's prediction: redo them
         self.workbench.scenario_shown.connect(lambda _s: self._on_selection(self.timeline.selected))
         self.summaries.idle.event_requested.connect(self._select_event)
+        self.summaries.stragglers.rank_requested.connect(self.timeline.jump_to_rank)
         self.timeline.hovered.connect(self._on_hover)
         self.timeline.measured.connect(self._on_measured)
         self.timeline.first_paint.connect(self._on_first_paint)

@@ -78,7 +78,7 @@ def main() -> int:
         times = []
         for _ in range(args.repeat):
             t = time.perf_counter()
-            activity_classes(lj.job.ranks, lj.tables, x0, x1, width)
+            activity_classes(lj.job.ranks, lj.tables, x0, x1, width, lj.activity)
             times.append((time.perf_counter() - t) * 1e3)
         print(
             f"overview build, {n} ranks x {width} px: best {min(times):.1f} ms, "

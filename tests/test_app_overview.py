@@ -12,7 +12,15 @@ from PySide6.QtGui import QMouseEvent
 from PySide6.QtWidgets import QApplication
 from straggler_job import COMM_US, COMPUTE_US, write_straggler_job
 
-from app.timeline.overview_data import COMMUNICATION, COMPUTE, IDLE, activity_classes, busy_before
+from app.timeline.overview_data import (
+    COMM_FAMILIES,
+    COMMUNICATION,
+    COMPUTE,
+    IDLE,
+    activity_classes,
+    busy_before,
+    gpu_rows,
+)
 from lumos_core.trace.kernel_families import Family
 
 pytest_plugins = ["app_fixtures"]
@@ -33,6 +41,23 @@ def test_busy_before_is_the_clipped_prefix_sum() -> None:
     s, e = np.array([1.0, 5.0]), np.array([3.0, 6.0])
     t = np.array([0.0, 2.0, 4.0, 5.5, 10.0])
     assert busy_before(s, e, t) == pytest.approx([0.0, 1.0, 2.0, 2.5, 3.0])
+
+
+def test_rank_activity_sums_overlapping_rows_like_the_per_row_reference(win) -> None:  # type: ignore[no-untyped-def]
+    """The index (sorted starts and ends over all streams) against summing each row's prefix sums."""
+    lj = win.loaded
+    rng = np.random.default_rng(0)
+    for ri in (0, LATE):
+        rank, table, act = lj.job.ranks[ri], lj.tables[ri], lj.activity[ri]
+        edges = np.sort(rng.uniform(-0.5, 7.0, 300))
+        want = np.zeros((2, len(edges) - 1))
+        for r in gpu_rows(rank, table):
+            a, b = table.row_slice(r)
+            comm = np.isin(table.family[a:b], COMM_FAMILIES)
+            for cls, m in ((0, ~comm), (1, comm)):
+                want[cls] += np.diff(busy_before(table.start[a:b][m], table.end[a:b][m], edges))
+        assert act.busy(edges) == pytest.approx(want, abs=1e-9)
+        assert want.sum() > 0
 
 
 def test_one_row_per_rank_and_the_late_rank_computes_while_the_others_communicate(win) -> None:  # type: ignore[no-untyped-def]
@@ -113,5 +138,33 @@ def test_clicking_a_row_scrolls_to_that_rank(win) -> None:  # type: ignore[no-un
     first, _end = view.layout_model.group_bounds[target]
     n_rows = len(view.layout_model.rows)
     # the rank's header is the top row, unless the view cannot scroll that far (then it is in view)
-    assert top == pytest.approx(first) or first < view.y_range()[1] - 1 <= n_rows
+    at_end = view.y_range()[1] >= n_rows  # cannot scroll further down
+    assert top == pytest.approx(first) or (at_end and top < first)
     assert view.ranks_in_view()[0] <= target <= view.ranks_in_view()[1]
+
+
+def test_the_late_rank_is_flagged_in_the_overview_and_listed_in_the_summary(win) -> None:  # type: ignore[no-untyped-def]
+    strip = win.timeline.overview
+    assert set(strip.flagged) == {LATE}
+    assert "late at 3 of 3 collectives" in strip.flagged[LATE]
+    pane = win.summaries.stragglers
+    rows = pane.table.model.rows
+    assert [(r.rank, r.flagged) for r in rows] == [(LATE, "yes")]
+    assert rows[0].mean_late_ns == pytest.approx(DELAY_US * 1e3, abs=1e3)
+    assert "AllReduce #0" in rows[0].collectives
+    assert "1 straggler of 12 ranks" in pane.note.text()
+    # the red tick is drawn in the strip's margin on the late rank's row
+    shot = strip.grab().toImage()
+    r = strip.image_rect()
+    y = int(r.top() + (LATE + 0.5) * r.height() / N_RANKS)
+    px = shot.pixelColor(int(r.left()) - 3, y)
+    assert (px.red(), px.green(), px.blue()) == (0xDC, 0x26, 0x26)
+    # double-clicking the row scrolls the timeline to the rank
+    view = win.timeline
+    view.reset_view()
+    pane.table.view.doubleClicked.emit(pane.table.proxy.index(0, 0))
+    QApplication.processEvents()
+    assert view.ranks_in_view()[0] <= LATE <= view.ranks_in_view()[1]
+    first = view.layout_model.group_bounds[LATE][0]
+    at_end = view.y_range()[1] >= len(view.layout_model.rows)  # cannot scroll further down
+    assert view.y_range()[0] == pytest.approx(first) or (at_end and view.y_range()[0] < first)

@@ -28,6 +28,7 @@ from PySide6.QtWidgets import (
 from app.loaded_job import LoadedJob
 from app.panels.idle_pane import IdlePane
 from app.panels.memory_panes import MemoryPane, OperatorPane
+from app.panels.straggler_pane import StragglerPane
 from app.panels.table_model import Column
 from app.panels.table_pane import TablePane, write_tables
 from app.plot_theme import theme_plot
@@ -300,6 +301,8 @@ class SummaryPanes(QTabWidget):
         self.addTab(self.operators, "Operators")
         self.idle = IdlePane()
         self.addTab(self.idle, "Idle")
+        self.stragglers = StragglerPane()
+        self.addTab(self.stragglers, "Stragglers")
 
     def _build_files(self) -> None:
         cols = [
@@ -334,6 +337,7 @@ class SummaryPanes(QTabWidget):
             self.memory.set_job(None)
             self.operators.set_job(None)
             self.idle.set_job(None)
+            self.stragglers.set_job(None)
             return
         self.iterations.set_rows(loaded.iterations)
         self.chart.set_rows(rank_breakdown_table(loaded.iterations))
@@ -349,6 +353,7 @@ class SummaryPanes(QTabWidget):
         self.memory.set_job(loaded)
         self.operators.set_job(loaded)
         self.idle.set_job(loaded)
+        self.stragglers.set_job(loaded)
         align = loaded.job.alignment or {}
         notes = "; ".join(align.get("notes") or [])
         applied = "applied" if align.get("applied") else "not applied"

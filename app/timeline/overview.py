@@ -19,7 +19,15 @@ from PySide6.QtWidgets import QWidget
 
 from app.theme import Theme
 from app.timeline.lane_data import RowTable
-from app.timeline.overview_data import CLASS_FAMILY, COMMUNICATION, COMPUTE, IDLE, activity_classes
+from app.timeline.overview_data import (
+    CLASS_FAMILY,
+    COMMUNICATION,
+    COMPUTE,
+    IDLE,
+    RankActivity,
+    activity_classes,
+    activity_index,
+)
 from lumos_core.trace.model import RankTrace
 
 MAX_HEIGHT_PX = 160  # taller jobs are scaled down: the image still has one row per rank
@@ -38,6 +46,7 @@ class OverviewStrip(QWidget):
         self.theme = theme
         self.ranks: list[RankTrace] = []
         self.tables: list[RowTable] = []
+        self.index: list[RankActivity] = []
         self.classes = np.zeros((0, 0), np.int8)
         self.flagged: dict[int, str] = {}  # rank index -> why
         self.in_view: tuple[int, int] = (0, 0)  # first and last rank index shown in the lanes
@@ -54,8 +63,11 @@ class OverviewStrip(QWidget):
         self.setVisible(False)
 
     # ---- data
-    def set_job(self, ranks: list[RankTrace], tables: list[RowTable]) -> None:
+    def set_job(
+        self, ranks: list[RankTrace], tables: list[RowTable], index: list[RankActivity] | None = None
+    ) -> None:
         self.ranks, self.tables = ranks, tables
+        self.index = index if index is not None else activity_index(ranks, tables)
         self.flagged = {}
         self.classes = np.zeros((len(ranks), 0), np.int8)
         self._image = None
@@ -80,7 +92,7 @@ class OverviewStrip(QWidget):
         if not self.ranks or width <= 0:
             return
         t0 = time.perf_counter()
-        self.classes = activity_classes(self.ranks, self.tables, *self.x_range, width)
+        self.classes = activity_classes(self.ranks, self.tables, *self.x_range, width, self.index)
         self._image = self._to_image(self.classes)
         self.last_build_s = time.perf_counter() - t0
         self.update()

@@ -6,8 +6,9 @@ rest of the column is *idle*. A column gets the colour of whichever of the three
 
 Inside one timeline row (a stream's overlap sub-row) events never overlap and are sorted, so the
 busy time before any instant t is a prefix sum plus the clipped part of the event under t: two
-``searchsorted`` calls per row over the column edges, no loop over events. The whole job at 256
-ranks and a 1000-pixel strip takes a few ms (bench: ``bench/bench_overview.py``).
+``searchsorted`` calls per row over the column edges, no loop over events. The rows are split by
+class and summed once per job (:func:`activity_index`, on the loading worker); a rebuild of the
+strip is then only the searches (figures: ``bench/bench_overview.py``).
 
 Nothing here knows Qt: the widget (:mod:`app.timeline.overview`) turns the classes into colours.
 """
@@ -32,44 +33,85 @@ def gpu_rows(rank: RankTrace, table: RowTable) -> list[int]:
     return [r for r, (lane, _d) in enumerate(table.keys) if rank.lanes[lane].is_gpu]
 
 
-def busy_before(start: np.ndarray, end: np.ndarray, t: np.ndarray) -> np.ndarray:
-    """Total time of the sorted, non-overlapping intervals [start, end) that lies before each ``t``."""
+def busy_before(
+    start: np.ndarray, end: np.ndarray, t: np.ndarray, cum: np.ndarray | None = None
+) -> np.ndarray:
+    """Total time of the sorted, non-overlapping intervals [start, end) that lies before each ``t``.
+    ``cum`` is ``[0, cumsum(end - start)]`` when the caller keeps it."""
     if len(start) == 0:
         return np.zeros(len(t))
-    cum = np.r_[0.0, np.cumsum(end - start)]
+    if cum is None:
+        cum = np.r_[0.0, np.cumsum(end - start)]
     k = np.searchsorted(start, t, side="right")  # intervals starting at or before t
     last = np.maximum(k - 1, 0)
-    partial = np.where(k > 0, np.clip(t - start[last], 0.0, end[last] - start[last]), 0.0)
-    return cum[np.maximum(k - 1, 0)] * (k > 0) + partial
+    return np.where(k > 0, cum[last] + np.clip(t - start[last], 0.0, end[last] - start[last]), 0.0)
+
+
+class RankActivity:
+    """A rank's GPU activity split by class, built once per job (on the loading worker) so a rebuild
+    of the strip is only ``searchsorted`` over the column edges.
+
+    Streams overlap, so the busy time of a class is summed over its events (capped at the column
+    width by the caller): Σ clip(t - s, 0, e - s) = Σ_{s<=t} (t - s) - Σ_{e<=t} (t - e), which needs
+    only the sorted starts and the sorted ends with their prefix sums, whatever overlaps."""
+
+    def __init__(self, rank: RankTrace, table: RowTable) -> None:
+        parts: list[list[tuple[np.ndarray, np.ndarray]]] = [[], []]
+        for r in gpu_rows(rank, table):
+            a, b = table.row_slice(r)
+            comm = np.isin(table.family[a:b], COMM_FAMILIES)
+            parts[0].append((table.start[a:b][~comm], table.end[a:b][~comm]))
+            parts[1].append((table.start[a:b][comm], table.end[a:b][comm]))
+        # per class: (sorted starts, their prefix sums, sorted ends, their prefix sums)
+        self.classes: list[tuple[np.ndarray, ...]] = []
+        for p in parts:
+            s = np.sort(np.concatenate([x for x, _ in p])) if p else np.zeros(0)
+            e = np.sort(np.concatenate([y for _, y in p])) if p else np.zeros(0)
+            self.classes.append((s, np.r_[0.0, np.cumsum(s)], e, np.r_[0.0, np.cumsum(e)]))
+
+    def busy(self, edges: np.ndarray) -> np.ndarray:
+        """(2, len(edges) - 1): compute and communication busy time (ms) of every column."""
+        out = np.zeros((2, len(edges) - 1))
+        for cls, (s, cs, e, ce) in enumerate(self.classes):
+            if len(s):
+                ks = np.searchsorted(s, edges, side="right")
+                ke = np.searchsorted(e, edges, side="right")
+                before = (ks * edges - cs[ks]) - (ke * edges - ce[ke])
+                out[cls] = np.diff(before)
+        return out
+
+
+def activity_index(ranks: list[RankTrace], tables: list[RowTable]) -> list[RankActivity]:
+    return [RankActivity(rank, table) for rank, table in zip(ranks, tables)]
 
 
 def rank_activity(
-    rank: RankTrace, table: RowTable, x0: float, x1: float, width: int
-) -> tuple[np.ndarray, np.ndarray]:
+    rank: RankTrace | RankActivity, table: RowTable | None, x0: float, x1: float, width: int
+) -> np.ndarray:
     """Compute and communication busy fraction (0..1, each) of every column of [x0, x1) ms."""
+    index = rank if isinstance(rank, RankActivity) else RankActivity(rank, table)
     edges = np.linspace(x0, x1, width + 1)
-    col = (x1 - x0) / width
-    busy = np.zeros((2, width))
-    for r in gpu_rows(rank, table):
-        a, b = table.row_slice(r)
-        s, e, f = table.start[a:b], table.end[a:b], table.family[a:b]
-        comm = np.isin(f, COMM_FAMILIES)
-        for cls, mask in ((0, ~comm), (1, comm)):
-            if mask.any():
-                c = busy_before(s[mask], e[mask], edges)
-                busy[cls] += np.diff(c)
-    return np.minimum(busy / col, 1.0)
+    return np.minimum(index.busy(edges) / ((x1 - x0) / width), 1.0)
 
 
 def activity_classes(
-    ranks: list[RankTrace], tables: list[RowTable], x0: float, x1: float, width: int
+    ranks: list[RankTrace],
+    tables: list[RowTable],
+    x0: float,
+    x1: float,
+    width: int,
+    index: list[RankActivity] | None = None,
 ) -> np.ndarray:
-    """(n_ranks, width) int8: IDLE, COMPUTE or COMMUNICATION, whichever fills most of each column."""
+    """(n_ranks, width) int8: IDLE, COMPUTE or COMMUNICATION, whichever fills most of each column.
+    ``index`` (from :func:`activity_index`) saves splitting the rows again."""
     out = np.zeros((len(ranks), max(width, 1)), np.int8)
     if width <= 0 or not x1 > x0:
         return out
-    for i, (rank, table) in enumerate(zip(ranks, tables)):
-        comp, comm = rank_activity(rank, table, x0, x1, width)
+    index = index if index is not None else activity_index(ranks, tables)
+    edges = np.linspace(x0, x1, width + 1)
+    col = (x1 - x0) / width
+    for i, act in enumerate(index):
+        comp, comm = np.minimum(act.busy(edges) / col, 1.0)
         idle = 1.0 - np.minimum(comp + comm, 1.0)
         out[i] = np.argmax(np.stack([idle, comp, comm]), axis=0)
     return out

@@ -139,7 +139,12 @@ class TimelineView(TimelineNavigation, TimelineSelection, TimelineSearch, Predic
         self.overlay.selection = None
         self.overlay.arrow = None
         self.overlay.measure = None
-        self.overview.set_job(loaded.job.ranks if loaded else [], loaded.tables if loaded else [])
+        if loaded is None:
+            self.overview.set_job([], [])
+        else:
+            self.overview.set_job(loaded.job.ranks, loaded.tables, loaded.activity)
+        if loaded is not None and loaded.stragglers is not None:
+            self.overview.set_flagged({r.rank_index: r.why for r in loaded.stragglers.flagged})
         if loaded is None:
             self.layout_model = None
             self.label_axis.layout_model = None
