@@ -6,6 +6,8 @@ import argparse
 import math
 from pathlib import Path
 
+import numpy as np
+
 from lumos_core.commands.common import report_load_problems, terminal_progress
 from lumos_core.commands.diff import dump_json
 from lumos_core.compare.calibrate import Calibration, fit
@@ -64,6 +66,15 @@ def _rate(x: float | None, unit: str) -> str:
     return f"{x:.3g} {unit}"
 
 
+POOR_FIT_PCT = 50.0  # an in-sample residual above this says one rate does not describe the samples
+
+
+def rate_spread(pts: list[tuple[float, float]]) -> tuple[float, float]:
+    """10th and 90th percentile of the samples' own rates (work / seconds)."""
+    r = np.asarray([w / s for w, s in pts if s > 0])
+    return (float(np.quantile(r, 0.1)), float(np.quantile(r, 0.9))) if len(r) else (0.0, 0.0)
+
+
 def format_calibration(cal: Calibration, out: Path) -> str:
     p = cal.profile
     d = cal.as_dict()
@@ -83,12 +94,31 @@ def format_calibration(cal: Calibration, out: Path) -> str:
         )
     lines.append(
         f"attention   {_rate(p.attention_flops_per_s, 'FLOP/s'):>14}"
-        + (f"  ({n['attention']} calls, residual {res['attention']:.1f}%)" if "attention" in res else "")
+        + (
+            f"  ({n['attention']} calls, in-sample residual {res['attention']:.1f}%)"
+            if "attention" in res
+            else ""
+        )
     )
     lines.append(
         f"elementwise {_rate(p.elementwise_elems_per_s, 'elem/s'):>14}"
-        + (f"  ({n['elementwise']} ops, residual {res['elementwise']:.1f}%)" if "elementwise" in res else "")
+        + (
+            f"  ({n['elementwise']} ops, in-sample residual {res['elementwise']:.1f}%)"
+            if "elementwise" in res
+            else ""
+        )
     )
+    for name, pts, unit in (
+        ("attention", cal.samples.attention, "FLOP/s"),
+        ("elementwise", cal.samples.elementwise, "elem/s"),
+    ):
+        if res.get(name, 0.0) > POOR_FIT_PCT:
+            lo, hi = rate_spread(pts)
+            lines.append(
+                f"  {name}: one rate fits these operators poorly: their own rates span "
+                f"{_rate(lo, unit)} to {_rate(hi, unit)} (10th-90th percentile; per-operator cost "
+                "per element and fixed overheads differ), so the residual is the model's, not noise"
+            )
     if p.alpha_beta:
         lines.append("collectives (alpha-beta per link class and kind):")
         for a in p.alpha_beta:
