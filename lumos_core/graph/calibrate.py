@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from lumos_core import jit
+from lumos_core.graph import kernels
 from lumos_core.graph.model import NO_ANCHOR, NodeType
 
 BLOCKING_FLOOR_NS = 5_000  # what a synchronize costs when it does not have to wait
@@ -22,7 +24,40 @@ def calibrate_start_lags(
     anchor: np.ndarray,
     absorb: bool,
 ) -> tuple[np.ndarray, int]:
-    """Make every task's dependencies reproduce its measured start (see the module docstring)."""
+    """Make every task's dependencies reproduce its measured start (see the module docstring).
+
+    Runs the compiled passes (:func:`lumos_core.graph.kernels.calibrate_start`): at millions of
+    edges the numpy form's dozen edge-sized temporaries cost more (fresh pages each) than the
+    arithmetic. :func:`calibrate_start_lags_reference` is the numpy form, used without numba and
+    by the tests."""
+    if len(src) == 0:
+        return lag, 0
+    if not jit.ENABLED:
+        return calibrate_start_lags_reference(node, src, dst, lag, from_end, anchor, absorb)
+    out, delay = kernels.calibrate_start(
+        np.ascontiguousarray(src, np.int32),
+        np.ascontiguousarray(dst, np.int32),
+        np.ascontiguousarray(lag, np.int64),
+        np.ascontiguousarray(from_end, bool),
+        np.ascontiguousarray(node["ms"], np.int64),
+        np.ascontiguousarray(node["me"], np.int64),
+        np.ascontiguousarray(anchor, np.int64),
+        int(NO_ANCHOR),
+        bool(absorb),
+    )
+    return out, int(delay[node["type"] != NodeType.CPU].sum())
+
+
+def calibrate_start_lags_reference(
+    node: dict[str, np.ndarray],
+    src: np.ndarray,
+    dst: np.ndarray,
+    lag: np.ndarray,
+    from_end: np.ndarray,
+    anchor: np.ndarray,
+    absorb: bool,
+) -> tuple[np.ndarray, int]:
+    """:func:`calibrate_start_lags` in numpy."""
     if len(src) == 0:
         return lag, 0
     t_src = np.where(from_end, node["me"][src], node["ms"][src])

@@ -1,8 +1,8 @@
-"""Compiled per-node loops of graph building: Kahn's topological order and the pairing of
-cudaStreamWaitEvent calls with the work they wait for.
+"""Compiled per-node loops of graph building: Kahn's topological order, the pairing of
+cudaStreamWaitEvent calls with the work they wait for, and the calibration of start lags.
 
 Plain loops over flat arrays so numba compiles them (see :mod:`lumos_core.jit`); without numba they
-run as Python. ``order.kahn_reference`` and ``edges.event_wait`` keep the Python versions the tests
+run as Python. ``order.kahn_reference``, ``edges.event_wait`` and ``calibrate`` keep the Python versions the tests
 compare these against.
 """
 
@@ -223,6 +223,47 @@ def event_wait_pairs(  # type: ignore[no-untyped-def]
     )
 
 
+@kernel
+def calibrate_start(src, dst, lag, from_end, ms, me, anchor, no_anchor, absorb):  # type: ignore[no-untyped-def]
+    """:func:`lumos_core.graph.calibrate.calibrate_start_lags` in three passes over the edges,
+    without its edge-sized temporaries. Returns (calibrated lags, unexplained delay per node)."""
+    m = len(src)
+    n = len(ms)
+    lowest = np.iinfo(np.int64).min
+    out = np.empty(m, np.int64)
+    best = np.full(n, lowest, np.int64)
+    for i in range(m):
+        s = src[i]
+        d = dst[i]
+        t = me[s] if from_end[i] else ms[s]
+        lg = lag[i]
+        b = t + lg
+        if b > ms[d]:  # too tight: the task started earlier than this edge allows
+            lg = lg - (b - ms[d])
+            b = t + lg
+        out[i] = lg
+        if b > best[d]:
+            best[d] = b
+    delay = np.zeros(n, np.int64)
+    for v in range(n):
+        if best[v] > lowest // 2 and anchor[v] == no_anchor:
+            x = ms[v] - best[v]
+            if x > 0:
+                delay[v] = x
+    if absorb:  # the delay goes to the first edge (in edge order) that binds its task
+        taken = np.zeros(n, np.bool_)
+        for i in range(m):
+            d = dst[i]
+            if taken[d]:
+                continue
+            s = src[i]
+            t = me[s] if from_end[i] else ms[s]
+            if t + out[i] == best[d]:
+                taken[d] = True
+                out[i] += delay[d]
+    return out, delay
+
+
 def warm_up() -> None:
     """Compile the kernels on tiny inputs."""
     ptr = np.asarray([0, 1, 1], np.int64)
@@ -235,3 +276,4 @@ def warm_up() -> None:
         i64, i64, b, i32, i32, i64, b, i64, i32, i32, i64, i64, i64, i64,
         i64, i64, np.zeros(1, np.int8), i32, i64, b, b, 5, 2_000, 5_000,
     )  # fmt: skip
+    calibrate_start(i32, i32, i64, b, i64, i64, i64, 0, False)
