@@ -15,7 +15,7 @@ from PySide6.QtWidgets import QComboBox, QLabel, QWidget
 from app.loaded_job import LoadedJob
 from app.panels.table_model import Column
 from app.panels.table_pane import TablePane, note_above_tables
-from lumos_core.trace.memory_summary import NO_MEMORY_HINT, DeviceMemory
+from lumos_core.trace.memory_summary import NO_MEMORY_HINT, DeviceMemory, format_bytes
 from lumos_core.trace.operator_stats import OperatorStat, operator_table
 
 
@@ -36,14 +36,6 @@ class AllocatingOperatorRow:
     operator: str
     allocations: int
     bytes: int
-
-
-def _bytes(b: int) -> str:
-    if b >= 2**30:
-        return f"{b / 2**30:,.2f} GiB"
-    if b >= 2**20:
-        return f"{b / 2**20:,.1f} MiB"
-    return f"{b / 2**10:,.1f} KiB"
 
 
 def _ms(ns: float) -> str:
@@ -92,14 +84,14 @@ class MemoryPane(QWidget):
                 Column(
                     "peak allocated",
                     lambda r: r.peak_allocated_bytes,
-                    _bytes,
+                    format_bytes,
                     "Total Allocated at its peak",
                     True,
                 ),
                 Column(
                     "peak reserved",
                     lambda r: r.peak_reserved_bytes,
-                    _bytes,
+                    format_bytes,
                     "Total Reserved by the CUDA caching allocator (0 on CPU)",
                     True,
                 ),
@@ -113,7 +105,9 @@ class MemoryPane(QWidget):
                 Column("rank", lambda r: r.rank, numeric=True),
                 Column("device", lambda r: r.device),
                 Column("operator", lambda r: r.operator),
-                Column("allocated", lambda r: r.bytes, _bytes, "bytes allocated inside the operator", True),
+                Column(
+                    "allocated", lambda r: r.bytes, format_bytes, "bytes allocated inside the operator", True
+                ),
                 Column("allocations", lambda r: r.allocations, lambda v: f"{v:,}", numeric=True),
             ],
             AllocatingOperatorRow,

@@ -20,7 +20,7 @@ from app.theme import LIGHT, Theme
 from app.timeline.extent_item import ExtentItem
 from app.timeline.lane_layout import MEMORY_ROWS, LaneLayout, RowKind
 from lumos_core.trace.memory import DEVICE_CUDA
-from lumos_core.trace.memory_summary import DeviceMemory
+from lumos_core.trace.memory_summary import DeviceMemory, format_bytes
 from lumos_core.trace.model import RankTrace
 
 ALLOCATED = "#2563EB"
@@ -60,14 +60,6 @@ def curve_for(rank: RankTrace, devices: list[DeviceMemory]) -> MemoryCurve | Non
         label=f"peak {format_bytes(dev.peak_allocated)} ({dev.label})"
         + (f" · {dev.peak_operator}" if dev.peak_operator else ""),
     )
-
-
-def format_bytes(b: float) -> str:
-    if abs(b) >= 2**30:
-        return f"{b / 2**30:,.2f} GiB"
-    if abs(b) >= 2**20:
-        return f"{b / 2**20:,.1f} MiB"
-    return f"{b / 2**10:,.1f} KiB"
 
 
 def step_points(

@@ -239,24 +239,27 @@ def format_memory_report(report: dict[str, Any]) -> list[str]:
     for d in report["devices"]:
         reserved = d["peak_reserved_bytes"]
         lines.append(
-            f"  rank {d['rank']} {d['device']}: peak allocated {_mib(d['peak_allocated_bytes'])}"
-            + (f", reserved {_mib(reserved)}" if reserved else "")
+            f"  rank {d['rank']} {d['device']}: peak allocated {format_bytes(d['peak_allocated_bytes'])}"
+            + (f", reserved {format_bytes(reserved)}" if reserved else "")
             + f" at {d['peak_us'] / 1000:.3f} ms in {d['peak_operator'] or '?'}"
             + f" ({d['records']} records)"
         )
         for it in d["iterations"]:
             lines.append(
-                f"    {it['name']:<18} peak {_mib(it['peak_allocated_bytes'])} in {it['operator'] or '?'}"
+                f"    {it['name']:<18} peak {format_bytes(it['peak_allocated_bytes'])} in {it['operator'] or '?'}"
             )
         if d["top_operators"]:
             lines.append("    top allocating operators: " + ", ".join(
-                f"{o['name']} {_mib(o['bytes'])} ({o['allocations']}x)" for o in d["top_operators"][:5]
+                f"{o['name']} {format_bytes(o['bytes'])} ({o['allocations']}x)" for o in d["top_operators"][:5]
             ))  # fmt: skip
     lines.extend(f"  note: {n}" for n in report.get("notes", []))
     return lines
 
 
-def _mib(b: int) -> str:
-    if b < 2**20:
-        return f"{b / 1024:,.1f} KiB"
-    return f"{b / 2**20:,.1f} MiB" if b < 2**30 else f"{b / 2**30:,.2f} GiB"
+def format_bytes(b: float) -> str:
+    """Bytes in the largest binary unit they reach: "1.50 GiB", "125.6 MiB", "3.0 KiB"."""
+    if abs(b) >= 2**30:
+        return f"{b / 2**30:,.2f} GiB"
+    if abs(b) >= 2**20:
+        return f"{b / 2**20:,.1f} MiB"
+    return f"{b / 2**10:,.1f} KiB"
