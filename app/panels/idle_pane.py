@@ -13,7 +13,7 @@ from PySide6.QtCore import QModelIndex, Signal
 from PySide6.QtWidgets import QLabel, QWidget
 
 from app.loaded_job import LoadedJob
-from app.panels.table_model import Column
+from app.panels.table_model import Column, ns_as_ms, ns_as_us
 from app.panels.table_pane import TablePane, note_above_tables
 from lumos_core.replay.idle import Delay, IdleRow
 
@@ -48,14 +48,6 @@ class DelayRow:
     length_ns: int
     task: str
     event: int
-
-
-def _ms(ns: float) -> str:
-    return f"{ns / 1e6:,.3f}"
-
-
-def _us(ns: float) -> str:
-    return f"{ns / 1e3:,.1f}"
 
 
 def cause_rows(rows: list[IdleRow]) -> list[IdleCauseRow]:
@@ -93,18 +85,18 @@ class IdlePane(QWidget):
             Column("rank", lambda r: r.rank, numeric=True),
             Column("stream", lambda r: r.stream, numeric=True),
             Column("iteration", lambda r: r.iteration),
-            Column("idle (ms)", lambda r: r.idle_ns, _ms, "window minus the stream's busy time", True),
+            Column("idle (ms)", lambda r: r.idle_ns, ns_as_ms, "window minus the stream's busy time", True),
         ]
         for c in ("host", "sync", "event", "peer", "unexplained"):
-            cols.append(Column(f"{c} (ms)", lambda r, c=c: getattr(r, f"{c}_ns"), _ms, _TIPS[c], True))
+            cols.append(Column(f"{c} (ms)", lambda r, c=c: getattr(r, f"{c}_ns"), ns_as_ms, _TIPS[c], True))
         self.causes = TablePane("idle_causes", cols, IdleCauseRow)
         self.delays = TablePane(
             "unexplained_delays",
             [
                 Column("rank", lambda r: r.rank, numeric=True),
                 Column("stream", lambda r: r.stream, numeric=True),
-                Column("at (ms)", lambda r: r.start_ns, _ms, "where the stream started waiting", True),
-                Column("delay (µs)", lambda r: r.length_ns, _us, _TIPS["unexplained"], True),
+                Column("at (ms)", lambda r: r.start_ns, ns_as_ms, "where the stream started waiting", True),
+                Column("delay (µs)", lambda r: r.length_ns, ns_as_us, _TIPS["unexplained"], True),
                 Column("task that started late (double-click to select it)", lambda r: r.task),
             ],
             DelayRow,

@@ -13,7 +13,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QComboBox, QLabel, QWidget
 
 from app.loaded_job import LoadedJob
-from app.panels.table_model import Column
+from app.panels.table_model import Column, ns_as_ms
 from app.panels.table_pane import TablePane, note_above_tables
 from lumos_core.trace.memory_summary import NO_MEMORY_HINT, DeviceMemory, format_bytes
 from lumos_core.trace.operator_stats import OperatorStat, operator_table
@@ -36,10 +36,6 @@ class AllocatingOperatorRow:
     operator: str
     allocations: int
     bytes: int
-
-
-def _ms(ns: float) -> str:
-    return f"{ns / 1e6:,.3f}"
 
 
 def peak_rows(memory: list[list[DeviceMemory]]) -> list[MemoryPeakRow]:
@@ -132,19 +128,23 @@ class OperatorPane(TablePane):
             [
                 Column("operator", lambda r: r.name),
                 Column("calls", lambda r: r.calls, lambda v: f"{v:,}", numeric=True),
-                Column("host self (ms)", lambda r: r.host_self_ns, _ms, "time in the operator itself", True),
-                Column("host total (ms)", lambda r: r.host_total_ns, _ms, "including nested operators", True),
+                Column(
+                    "host self (ms)", lambda r: r.host_self_ns, ns_as_ms, "time in the operator itself", True
+                ),
+                Column(
+                    "host total (ms)", lambda r: r.host_total_ns, ns_as_ms, "including nested operators", True
+                ),
                 Column(
                     "GPU self (ms)",
                     lambda r: r.gpu_self_ns,
-                    _ms,
+                    ns_as_ms,
                     "GPU time of kernels it launched directly",
                     True,
                 ),
                 Column(
                     "GPU total (ms)",
                     lambda r: r.gpu_total_ns,
-                    _ms,
+                    ns_as_ms,
                     "GPU time of kernels launched inside it, nested operators included",
                     True,
                 ),

@@ -29,7 +29,7 @@ from app.loaded_job import LoadedJob
 from app.panels.idle_pane import IdlePane
 from app.panels.memory_panes import MemoryPane, OperatorPane
 from app.panels.straggler_pane import StragglerPane
-from app.panels.table_model import Column
+from app.panels.table_model import Column, ns_as_ms, ns_as_us
 from app.panels.table_pane import TablePane, write_tables
 from app.plot_theme import theme_plot
 from app.theme import LIGHT, Theme
@@ -70,14 +70,6 @@ class FileStatus:
     state: str  # cached, loaded, failed
     detail: str
     rank: int = -1  # once the job is assembled
-
-
-def _ms(ns: float) -> str:
-    return f"{ns / 1e6:,.3f}"
-
-
-def _us(ns: float) -> str:
-    return f"{ns / 1e3:,.1f}"
 
 
 def _size(n: int) -> str:
@@ -176,22 +168,30 @@ class SummaryPanes(QTabWidget):
         cols = [
             Column("rank", lambda r: r.rank, numeric=True),
             Column("iteration", lambda r: r.iteration),
-            Column("start (ms)", lambda r: r.start_ns, _ms, numeric=True),
-            Column("time (ms)", lambda r: r.dur_ns, _ms, numeric=True),
+            Column("start (ms)", lambda r: r.start_ns, ns_as_ms, numeric=True),
+            Column("time (ms)", lambda r: r.dur_ns, ns_as_ms, numeric=True),
             Column(
                 "compute (ms)",
                 lambda r: r.exposed_compute_ns,
-                _ms,
+                ns_as_ms,
                 "compute not overlapped by communication",
                 True,
             ),
             Column(
-                "overlapped (ms)", lambda r: r.overlapped_ns, _ms, "compute and communication at once", True
+                "overlapped (ms)",
+                lambda r: r.overlapped_ns,
+                ns_as_ms,
+                "compute and communication at once",
+                True,
             ),
             Column(
-                "comm (ms)", lambda r: r.exposed_comm_ns, _ms, "communication not hidden by compute", True
+                "comm (ms)",
+                lambda r: r.exposed_comm_ns,
+                ns_as_ms,
+                "communication not hidden by compute",
+                True,
             ),
-            Column("other (ms)", lambda r: r.other_ns, _ms, "idle: no GPU activity on any stream", True),
+            Column("other (ms)", lambda r: r.other_ns, ns_as_ms, "idle: no GPU activity on any stream", True),
         ]
         self.iterations = TablePane("iterations", cols, IterationStat)
         box = QWidget()
@@ -218,10 +218,10 @@ class SummaryPanes(QTabWidget):
                 lambda r: r.name,
                 color=lambda r: _family_color(self.theme, _LABEL_TO_FAMILY.get(r.family)),
             ),
-            Column("total (ms)", lambda r: r.total_ns, _ms, numeric=True),
+            Column("total (ms)", lambda r: r.total_ns, ns_as_ms, numeric=True),
             Column("share", lambda r: r.share, lambda v: f"{100 * v:.1f} %", "of summed GPU time", True),
             Column("count", lambda r: r.count, lambda v: f"{v:,}", numeric=True),
-            Column("mean (µs)", lambda r: r.mean_ns, _us, numeric=True),
+            Column("mean (µs)", lambda r: r.mean_ns, ns_as_us, numeric=True),
             Column("family", lambda r: r.family),
             Column("ranks", lambda r: r.ranks, numeric=True),
         ]
@@ -246,24 +246,24 @@ class SummaryPanes(QTabWidget):
                 "size × NCCL-tests factor / shortest duration (the last rank to arrive barely waits)",
                 True,
             ),
-            Column("median (µs)", lambda r: r.dur_median_ns, _us, "median duration over ranks", True),
-            Column("skew (µs)", lambda r: r.skew_ns, _us, "spread of start times across ranks", True),
+            Column("median (µs)", lambda r: r.dur_median_ns, ns_as_us, "median duration over ranks", True),
+            Column("skew (µs)", lambda r: r.skew_ns, ns_as_us, "spread of start times across ranks", True),
             Column(
                 "min (µs)",
                 lambda r: r.dur_min_ns,
-                _us,
+                ns_as_us,
                 "shortest duration (the rank that arrived last)",
                 True,
             ),
             Column(
                 "max (µs)",
                 lambda r: r.dur_max_ns,
-                _us,
+                ns_as_us,
                 "longest duration (includes waiting for others)",
                 True,
             ),
             Column("ranks", lambda r: r.ranks, numeric=True),
-            Column("start (ms)", lambda r: r.start_ns, _ms, "earliest start over ranks", True),
+            Column("start (ms)", lambda r: r.start_ns, ns_as_ms, "earliest start over ranks", True),
             Column("group", lambda r: r.group),
         ]
         self.collectives = TablePane("collectives", cols, CollectiveStat)
@@ -275,12 +275,12 @@ class SummaryPanes(QTabWidget):
             Column(
                 "applied (µs)",
                 lambda r: r.applied_offset_ns,
-                _us,
+                ns_as_us,
                 "shift already applied to the rank's times",
                 True,
             ),
-            Column("estimated (µs)", lambda r: r.estimated_offset_ns, _us, numeric=True),
-            Column("residual (µs)", lambda r: r.residual_ns, _us, "spread left after alignment", True),
+            Column("estimated (µs)", lambda r: r.estimated_offset_ns, ns_as_us, numeric=True),
+            Column("residual (µs)", lambda r: r.residual_ns, ns_as_us, "spread left after alignment", True),
             Column("anchors", lambda r: r.anchors, numeric=True),
             Column("reference", lambda r: r.reference, lambda v: "yes" if v else ""),
         ]

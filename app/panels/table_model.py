@@ -16,6 +16,19 @@ MUTED_ROW = "#9CA3AF"
 Index = QModelIndex | QPersistentModelIndex
 
 
+# How a column reads a time: ns as ms or µs, or ms that may be missing (NaN reads as blank).
+def ns_as_ms(ns: float) -> str:
+    return f"{ns / 1e6:,.3f}"
+
+
+def ns_as_us(ns: float) -> str:
+    return f"{ns / 1e3:,.1f}"
+
+
+def ms_or_blank(v: float) -> str:
+    return "" if math.isnan(v) else f"{v:,.3f}"
+
+
 @dataclass(frozen=True)
 class Column:
     header: str

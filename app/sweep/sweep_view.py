@@ -28,7 +28,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.panels.summary_panes import BREAKDOWN, TablePane
-from app.panels.table_model import Column
+from app.panels.table_model import Column, ms_or_blank
 from app.plot_theme import theme_plot
 from app.sweep.sweep_csv import ask_sweep_csv, save_sweep_rows
 from app.theme import LIGHT, Theme
@@ -39,10 +39,6 @@ from lumos_core.sweep.point import GridRow
 from lumos_core.whatif.config import KNOBS, Baseline
 
 SWEEP_KNOBS = [k for k in KNOBS if k != "schedule"]
-
-
-def _ms(v: float) -> str:
-    return "" if math.isnan(v) else f"{v:,.3f}"
 
 
 class SweepChart(pg.PlotWidget):
@@ -149,11 +145,15 @@ def row_columns(first: Column, tokens: bool = False, memory: bool = False) -> li
     return [
         first,
         Column("GPUs", lambda r: r.world_size, numeric=True),
-        Column("iteration (ms)", lambda r: r.iteration_us / 1000, _ms, numeric=True),
-        Column("compute", lambda r: _bd_ms(r, "exposed_compute_ns"), _ms, "exposed compute (ms)", True),
-        Column("overlapped", lambda r: _bd_ms(r, "overlapped_ns"), _ms, numeric=True),
-        Column("comm", lambda r: _bd_ms(r, "exposed_comm_ns"), _ms, "exposed communication (ms)", True),
-        Column("idle", lambda r: _bd_ms(r, "other_ns"), _ms, numeric=True),
+        Column("iteration (ms)", lambda r: r.iteration_us / 1000, ms_or_blank, numeric=True),
+        Column(
+            "compute", lambda r: _bd_ms(r, "exposed_compute_ns"), ms_or_blank, "exposed compute (ms)", True
+        ),
+        Column("overlapped", lambda r: _bd_ms(r, "overlapped_ns"), ms_or_blank, numeric=True),
+        Column(
+            "comm", lambda r: _bd_ms(r, "exposed_comm_ns"), ms_or_blank, "exposed communication (ms)", True
+        ),
+        Column("idle", lambda r: _bd_ms(r, "other_ns"), ms_or_blank, numeric=True),
         pct,
         *([per_gpu] if tokens else []),
         *([peak] if memory else []),

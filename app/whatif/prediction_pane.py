@@ -19,17 +19,13 @@ from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QFrame, QLabel, QScrollArea, QSplitter, QVBoxLayout, QWidget
 
 from app.panels.summary_panes import BREAKDOWN, TablePane
-from app.panels.table_model import Column
+from app.panels.table_model import Column, ms_or_blank
 from app.panels.table_pane import write_tables
 from app.plot_theme import theme_plot
 from app.theme import LIGHT, Theme
 from lumos_core.replay.breakdown import Breakdown
 from lumos_core.whatif.retime import Retiming
 from lumos_core.whatif.scenario import IterationRow, ScenarioSummary
-
-
-def _ms(v: float) -> str:
-    return "" if math.isnan(v) else f"{v:,.3f}"
 
 
 def _pct(v: float) -> str:
@@ -122,8 +118,8 @@ class PredictionPane(QWidget):
                     tooltip="ranks of the predicted job this one represents",
                 ),
                 Column("iteration", lambda r: r.iteration),
-                Column("measured (ms)", lambda r: r.measured_ms, _ms, "on the traced rank", True),
-                Column("predicted (ms)", lambda r: r.predicted_ms, _ms, numeric=True),
+                Column("measured (ms)", lambda r: r.measured_ms, ms_or_blank, "on the traced rank", True),
+                Column("predicted (ms)", lambda r: r.predicted_ms, ms_or_blank, numeric=True),
                 Column(
                     "vs measured",
                     lambda r: r.diff_pct,
