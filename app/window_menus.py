@@ -26,6 +26,7 @@ from PySide6.QtWidgets import (
 )
 
 from app import settings
+from app.elided_label import ElidedLabel
 from app.theme import DARK, LIGHT, Theme
 from app.timeline.timeline_view import TimelineView
 from app.whatif.workbench import WhatIfWorkbench
@@ -59,7 +60,7 @@ class WindowMenus:
     # ------------------------------------------------------------------ construction
     def build_status_bar(self) -> None:
         bar = self.statusBar()
-        self.status_label = QLabel("Open a trace folder to begin.")
+        self.status_label = ElidedLabel("Open a trace folder to begin.")
         self.hover_label = QLabel()
         self.hover_label.setMinimumWidth(100)
         self.progress = QProgressBar()

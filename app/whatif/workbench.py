@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import time
 
-from PySide6.QtCore import QObject, Qt, QTimer, Signal
-from PySide6.QtWidgets import QDockWidget, QLabel, QPushButton, QWidget
+from PySide6.QtCore import QObject, QTimer, Signal
+from PySide6.QtWidgets import QDockWidget, QPushButton, QWidget
 
+from app.elided_label import ElidedLabel
 from app.loaded_job import LoadedJob
 from app.panels.details_panel import EventDetails, describe_event
 from app.sweep.sweep_dialog import GridSweepDialog
@@ -94,7 +95,7 @@ class WhatIfWorkbench(WorkbenchMenus, OverlayChoice, ScenarioExport, SessionKeep
         self.scenario_dock.setWidget(self.scenario_list)
         self.build_overlay_controls()
         # what-if news in its own corner of the status bar: it never covers the window's status
-        self.status = QLabel()
+        self.status = ElidedLabel()
         self.status.setContentsMargins(8, 0, 8, 0)
         self._notice_timer = QTimer(self)
         self._notice_timer.setSingleShot(True)
@@ -181,9 +182,7 @@ class WhatIfWorkbench(WorkbenchMenus, OverlayChoice, ScenarioExport, SessionKeep
         """A passing message in the status bar (it never replaces the window's own status text,
         e.g. a measured span, which comes back when the message goes)."""
         self.last_notice = text
-        metrics = self.status.fontMetrics()
-        self.status.setText(metrics.elidedText(text, Qt.TextElideMode.ElideRight, 520))
-        self.status.setToolTip(text)
+        self.status.setText(text)  # shortened to its room, the whole text in its tooltip
         self._notice_timer.start(timeout_ms)
 
     # ---------------------------------------------------------------- runner news
