@@ -168,3 +168,29 @@ def test_the_late_rank_is_flagged_in_the_overview_and_listed_in_the_summary(win)
     first = view.layout_model.group_bounds[LATE][0]
     at_end = view.y_range()[1] >= len(view.layout_model.rows)  # cannot scroll further down
     assert view.y_range()[0] == pytest.approx(first) or (at_end and view.y_range()[0] < first)
+
+
+def test_grouping_by_role_shows_one_representative_per_group(win) -> None:  # type: ignore[no-untyped-def]
+    """The hand-built job is pure data parallelism (12 ranks, one all-reduce group): by TP group
+    every rank is its own group; by DP replica likewise; by PP stage all ranks are one stage."""
+    view = win.timeline
+    assert view.grouping_bar.isVisible()
+    assert view.grouping == ""  # 12 ranks: below the size that opens grouped
+    view.set_grouping("pp", one_per_group=True)
+    assert len(view.groups) == 1 and len(view.groups[0].members) == N_RANKS
+    assert view.groups[0].representative == LATE  # the straggler stands for its group
+    lm = view.layout_model
+    assert lm.order == [LATE]
+    assert lm.rows[0].label.startswith("PP stage 0 (12 ranks) ▸ rank 5")
+    assert LATE not in lm.collapsed_ranks  # the representative is expanded
+    # every member, the others collapsed to their header row
+    view.set_grouping("pp", one_per_group=False)
+    assert view.layout_model.order[0] == LATE and sorted(view.layout_model.order) == list(range(N_RANKS))
+    assert view.layout_model.collapsed_ranks == set(range(N_RANKS)) - {LATE}
+    # a click on a hidden rank in the overview shows the whole group and goes to it
+    view.set_grouping("pp", one_per_group=True)
+    view.jump_to_rank(2)
+    assert not view.grouping_bar.one_per_group.isChecked()
+    assert 2 in view.layout_model.order
+    view.set_grouping("")
+    assert view.layout_model.order is None and not view.layout_model.collapsed_ranks

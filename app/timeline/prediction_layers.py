@@ -64,6 +64,12 @@ class PredictionLayers:
     show_measured_marks = True
     show_reference = True  # measured ranks below predicted ranks built anew
 
+    # the rank grouping's order, labels and collapsed ranks (set by app.timeline.rank_grouping)
+    group_order: list[int] | None = None
+    group_labels: list[str] | None = None
+    group_collapsed: set[int] = set()
+    regrouped = False  # the grouping changed: its collapsed ranks replace the current ones
+
     if TYPE_CHECKING:  # provided by the navigation and selection parts of the view
 
         def x_range(self) -> tuple[float, float]: ...
@@ -144,11 +150,16 @@ class PredictionLayers:
         layout = LaneLayout(
             loaded.job.ranks,
             loaded.tables,
-            labels,
+            labels if labels is not None else self.group_labels,
             paired=mode == "paired",
             only_layer=PREDICTED if mode == "predicted" else None,
+            order=self.group_order,  # the rank grouping (app.timeline.rank_grouping) applies to both layers
         )
-        if old is not None and len(old.ranks) == len(layout.ranks):
+        if self.regrouped:
+            self.regrouped = False
+            layout.collapsed_ranks = set(self.group_collapsed)
+            layout.rebuild()
+        elif old is not None and len(old.ranks) == len(layout.ranks):
             layout.collapsed_ranks = set(old.collapsed_ranks)
             layout.expanded_cpu = set(old.expanded_cpu)
             layout.rebuild()

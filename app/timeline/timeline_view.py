@@ -44,6 +44,7 @@ from app.timeline.navigation import ROW_PX, TimelineNavigation
 from app.timeline.overlay_data import measured_marks
 from app.timeline.overview import OverviewStrip
 from app.timeline.prediction_layers import GHOST_COLOR, OVERLAY_MODES, PredictionLayers
+from app.timeline.rank_grouping import GroupingBar, RankGrouping, default_grouping
 from app.timeline.search import TimelineSearch
 from app.timeline.selection import TimelineSelection
 from app.timeline.span_item import OverlayItem, TimelineItem
@@ -62,7 +63,9 @@ __all__ = [
 ]
 
 
-class TimelineView(TimelineNavigation, TimelineSelection, TimelineSearch, PredictionLayers, QWidget):
+class TimelineView(
+    TimelineNavigation, TimelineSelection, TimelineSearch, PredictionLayers, RankGrouping, QWidget
+):
     """Rows of all ranks, navigation, hover, selection and search (see the module docstring)."""
 
     selection_changed = Signal(object)  # Hit or None
@@ -109,6 +112,8 @@ class TimelineView(TimelineNavigation, TimelineSelection, TimelineSearch, Predic
         self.scrollbar.setSingleStep(1)
         # the job overview above the lanes, lined up with the plot area (see app.timeline.overview)
         self.overview = OverviewStrip(theme)
+        self.grouping_bar = GroupingBar()
+        self.grouping_bar.setVisible(False)
         lanes = QHBoxLayout()
         lanes.setContentsMargins(0, 0, 0, 0)
         lanes.setSpacing(0)
@@ -117,6 +122,7 @@ class TimelineView(TimelineNavigation, TimelineSelection, TimelineSearch, Predic
         lay = QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
         lay.setSpacing(2)
+        lay.addWidget(self.grouping_bar)
         lay.addWidget(self.overview)
         lay.addLayout(lanes, 1)
 
@@ -127,6 +133,7 @@ class TimelineView(TimelineNavigation, TimelineSelection, TimelineSearch, Predic
         self.item.sigPainted.connect(self._on_painted)
         self.view_box.sigResized.connect(self._follow_overview)
         self.overview.rank_clicked.connect(self.jump_to_rank)
+        self.wire_grouping()
         self.apply_theme(theme)
 
     # ------------------------------------------------------------------ data
@@ -139,6 +146,9 @@ class TimelineView(TimelineNavigation, TimelineSelection, TimelineSearch, Predic
         self.overlay.selection = None
         self.overlay.arrow = None
         self.overlay.measure = None
+        self.grouping_bar.setVisible(loaded is not None and len(loaded.job.ranks) > 1)
+        self.groups, self.grouping = [], ""
+        self.group_order, self.group_labels, self.group_collapsed = None, None, set()
         if loaded is None:
             self.overview.set_job([], [])
         else:
@@ -169,6 +179,7 @@ class TimelineView(TimelineNavigation, TimelineSelection, TimelineSearch, Predic
         self._awaiting_first_paint = True
         self.sync_scrollbar()
         self.reset_view()
+        self.set_grouping(default_grouping(loaded))
         self.selection_changed.emit(None)
 
     # ------------------------------------------------------------------ rows
@@ -196,8 +207,15 @@ class TimelineView(TimelineNavigation, TimelineSelection, TimelineSearch, Predic
         self.refresh_overlay()
         self.label_axis.update()
 
+    def set_prediction(self, prediction: object, mode: str | None = None) -> None:  # type: ignore[override]
+        """As :meth:`PredictionLayers.set_prediction`; the grouping bar works unless the predicted
+        ranks have rows of their own."""
+        super().set_prediction(prediction, mode)  # type: ignore[arg-type]
+        self.grouping_bar.setEnabled(self.shown_mode != "separate")
+
     def jump_to_rank(self, rank_index: int) -> None:
         """Scroll the lanes so that the rank's header row is the top row."""
+        self.reveal_rank(rank_index)
         lm = self.layout_model
         if lm is None or not 0 <= rank_index < len(lm.group_bounds):
             return
