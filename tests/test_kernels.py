@@ -21,7 +21,7 @@ from lumos_core.errors import GraphError
 from lumos_core.graph import kernels as graph_kernels
 from lumos_core.graph.calibrate import calibrate_start_lags, calibrate_start_lags_reference
 from lumos_core.graph.model import NO_ANCHOR, NodeType
-from lumos_core.graph.order import kahn, kahn_reference
+from lumos_core.graph.order import kahn, kahn_reference, stable_order_by_node
 from lumos_core.replay import kernels as replay_kernels
 from lumos_core.replay.breakdown import iteration_windows
 from lumos_core.replay.run import critical_path, critical_path_reference, replay
@@ -163,6 +163,18 @@ def test_start_lag_calibration_compiled_equals_numpy_reference(
     )
     assert np.array_equal(py[0], ref_lag)
     assert int(py[1][node["type"] != NodeType.CPU].sum()) == ref_unexplained
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.integers(1, 50), st.integers(0, 300), st.integers(0, 2**32 - 1), st.sampled_from([np.int32, np.int64])
+)
+def test_counting_sort_of_edges_equals_stable_argsort(n: int, m: int, seed: int, dtype: type) -> None:
+    ids = np.random.default_rng(seed).integers(0, n, m).astype(dtype)
+    want = np.argsort(ids, kind="stable")
+    assert np.array_equal(graph_kernels.stable_bucket_order(ids, n), want)
+    assert np.array_equal(graph_kernels.stable_bucket_order.py_func(ids, n), want)
+    assert np.array_equal(stable_order_by_node(n, ids), want)
 
 
 # ------------------------------------------------------------- whole graphs, compiled vs reference

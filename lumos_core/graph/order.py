@@ -14,8 +14,15 @@ from lumos_core.graph.model import NodeType
 from lumos_core.trace.model import Job
 
 
+def stable_order_by_node(n: int, ids: np.ndarray) -> np.ndarray:
+    """``np.argsort(ids, kind="stable")`` for node ids in [0, n) (compiled: a counting sort)."""
+    if not jit.ENABLED or len(ids) == 0 or ids.min() < 0 or ids.max() >= n:
+        return np.argsort(ids, kind="stable")  # (an id out of range is the caller's error to raise)
+    return kernels.stable_bucket_order(np.ascontiguousarray(ids), n)
+
+
 def csr(n: int, dst: np.ndarray, *cols: np.ndarray) -> tuple[np.ndarray, tuple[np.ndarray, ...]]:
-    order = np.argsort(dst, kind="stable")
+    order = stable_order_by_node(n, dst)
     ptr = np.zeros(n + 1, np.int64)
     np.cumsum(np.bincount(dst, minlength=n), out=ptr[1:])
     return ptr, tuple(c[order] for c in cols)
@@ -74,7 +81,7 @@ def kahn(n: int, src: np.ndarray, dst: np.ndarray, key: np.ndarray) -> np.ndarra
     if not jit.ENABLED:
         return kahn_reference(n, src, dst, key)
     indeg = np.bincount(dst, minlength=n).astype(np.int64)
-    succ = dst[np.argsort(src, kind="stable")]
+    succ = dst[stable_order_by_node(n, src)]
     ptr = np.zeros(n + 1, np.int64)
     np.cumsum(np.bincount(src, minlength=n), out=ptr[1:])
     out, deg = kernels.kahn_order(ptr, succ, indeg, np.ascontiguousarray(key, np.int64))
