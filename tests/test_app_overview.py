@@ -194,3 +194,24 @@ def test_grouping_by_role_shows_one_representative_per_group(win) -> None:  # ty
     assert 2 in view.layout_model.order
     view.set_grouping("")
     assert view.layout_model.order is None and not view.layout_model.collapsed_ranks
+
+
+def test_iterations_chart_aggregates_a_big_job_and_labels_the_straggler(qapp, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from app.loaded_job import prepare_job
+    from app.panels.summary_panes import MAX_RANK_BARS, IterationChart, chart_rows
+    from app.theme import LIGHT
+
+    n = MAX_RANK_BARS + 8
+    lj = prepare_job(
+        str(write_straggler_job(tmp_path / "big", n, LATE, DELAY_US, iterations=2)), lambda f, m: None
+    )
+    rows, bars = chart_rows(lj)
+    assert len(rows) == n and bars is not None
+    groups = [b for b in bars if not b.outlier]
+    assert sum(b.ranks for b in groups) == n and len(groups) <= 24
+    assert [b.label for b in bars if b.outlier] == [f"rank {LATE} (straggler)"]
+    chart = IterationChart(LIGHT)
+    chart.set_rows(rows, bars)
+    ticks = [t[1] for t in chart.getAxis("left")._tickLevels[0]]
+    assert f"rank {LATE} (straggler)" in ticks
+    assert len(chart.shown) == len(bars) <= 24 + 8 + 1

@@ -33,6 +33,7 @@ from app.panels.table_model import Column, ns_as_ms, ns_as_us
 from app.panels.table_pane import TablePane, write_tables
 from app.plot_theme import theme_plot
 from app.theme import LIGHT, Theme
+from lumos_core.replay.breakdown_groups import ChartBar, consecutive_groups, group_bars
 from lumos_core.replay.summaries import (
     ClockStat,
     CollectiveStat,
@@ -43,6 +44,7 @@ from lumos_core.replay.summaries import (
     top_kernels,
 )
 from lumos_core.trace.kernel_families import Family
+from lumos_core.whatif.rank_groups import default_role, rank_groups
 
 BREAKDOWN = [
     ("exposed compute", "#4E79A7"),
@@ -91,7 +93,8 @@ class IterationChart(pg.PlotWidget):
     def __init__(self, theme: Theme) -> None:
         super().__init__()
         self.theme = theme
-        self.bars: list[pg.BarGraphItem] = []
+        self.bars: list[pg.GraphicsObject] = []
+        self.shown: list[ChartBar] = []  # the bars drawn, top to bottom
         self.plotItem.setMenuEnabled(False)
         self.plotItem.hideButtons()
         self.setMouseEnabled(x=False, y=False)
@@ -101,23 +104,39 @@ class IterationChart(pg.PlotWidget):
         self.setMinimumHeight(140)
         self.apply_theme(theme)
 
-    def set_rows(self, rows: list[RankBreakdownStat]) -> None:
+    def set_rows(self, rows: list[RankBreakdownStat], bars: list[ChartBar] | None = None) -> None:
+        """One bar per rank, or the given aggregated ``bars`` (groups with their members' spread as
+        a whisker, then outlier ranks) for jobs too big for a bar per rank."""
         for b in self.bars:
             self.removeItem(b)
         self.bars = []
-        if not rows:
+        if bars is None:
+            bars = [
+                ChartBar(
+                    f"rank {r.rank}",
+                    1,
+                    *(
+                        v / max(r.iterations, 1)
+                        for v in (r.exposed_compute_ns, r.overlapped_ns, r.exposed_comm_ns, r.other_ns)
+                    ),
+                    r.mean_iteration_ns,
+                    r.mean_iteration_ns,
+                )
+                for r in rows
+            ]
+        self.shown = bars
+        if not bars:
             return
-        y = np.arange(len(rows), dtype=float)
-        n = np.asarray([max(r.iterations, 1) for r in rows], float)
+        y = np.arange(len(bars), dtype=float)
         parts = [
-            np.asarray([r.exposed_compute_ns for r in rows], float),
-            np.asarray([r.overlapped_ns for r in rows], float),
-            np.asarray([r.exposed_comm_ns for r in rows], float),
-            np.asarray([r.other_ns for r in rows], float),
+            np.asarray([b.exposed_compute_ns for b in bars], float),
+            np.asarray([b.overlapped_ns for b in bars], float),
+            np.asarray([b.exposed_comm_ns for b in bars], float),
+            np.asarray([b.other_ns for b in bars], float),
         ]
-        left = np.zeros(len(rows))
+        left = np.zeros(len(bars))
         for (label, color), values in zip(BREAKDOWN, parts):
-            width = values / n / 1e6
+            width = values / 1e6
             bar = pg.BarGraphItem(
                 x0=left, y=y, height=0.7, width=width, brush=QColor(color), pen=pg.mkPen(None)
             )
@@ -125,15 +144,55 @@ class IterationChart(pg.PlotWidget):
             self.addItem(bar)
             self.bars.append(bar)
             left = left + width
-        step = max(1, math.ceil(len(rows) / 24))
-        ticks = [(float(i), f"rank {r.rank}") for i, r in enumerate(rows) if i % step == 0]
+        lo = np.asarray([b.low_ns for b in bars]) / 1e6
+        hi = np.asarray([b.high_ns for b in bars]) / 1e6
+        spread = np.flatnonzero(hi > lo)
+        if len(spread):  # groups: the range of their members' mean iteration
+            whisker = pg.ErrorBarItem(
+                x=(lo[spread] + hi[spread]) / 2,
+                y=y[spread],
+                width=(hi[spread] - lo[spread]),
+                beam=0.3,
+                pen=pg.mkPen(self.theme.foreground),
+            )
+            self.addItem(whisker)
+            self.bars.append(whisker)
+        step = max(1, math.ceil(len(bars) / 24))
+        ticks = [
+            (float(i), f"{b.label} ×{b.ranks}" if b.ranks > 1 else b.label)
+            for i, b in enumerate(bars)
+            if i % step == 0 or b.outlier
+        ]
         self.getAxis("left").setTicks([ticks])
-        self.setYRange(-0.6, len(rows) - 0.4, padding=0)
-        self.setXRange(0, float(left.max()) * 1.02 if len(left) else 1.0, padding=0)
+        self.setYRange(-0.6, len(bars) - 0.4, padding=0)
+        self.setXRange(0, float(max(left.max(), hi.max())) * 1.02 if len(left) else 1.0, padding=0)
 
     def apply_theme(self, theme: Theme) -> None:
         self.theme = theme
         theme_plot(self, theme)
+
+
+MAX_RANK_BARS = 32  # more ranks than this: one bar per group, and the outliers
+MAX_CHART_GROUPS = 24
+
+
+def chart_rows(loaded: LoadedJob) -> tuple[list[RankBreakdownStat], list[ChartBar] | None]:
+    """The iterations chart's rows: one per rank, or bars per group of ranks (pipeline stages, TP
+    groups or replicas from the inferred layout, else runs of consecutive ranks) and the outliers."""
+    rows = rank_breakdown_table(loaded.iterations)
+    if len(rows) <= MAX_RANK_BARS:
+        return rows, None
+    ranks = [t.rank for t in loaded.job.ranks]
+    role = default_role(loaded.baseline)
+    groups = (
+        [(g.label, [ranks[i] for i in g.members]) for g in rank_groups(loaded.baseline, ranks, role)]
+        if role
+        else []
+    )
+    if not 1 < len(groups) <= MAX_CHART_GROUPS:
+        groups = consecutive_groups([r.rank for r in rows], 16)
+    flagged = {r.rank for r in loaded.stragglers.flagged} if loaded.stragglers is not None else set()
+    return rows, group_bars(rows, groups, flagged)
 
 
 def _family_color(theme: Theme, fam: Family | None) -> QColor | None:
@@ -340,7 +399,7 @@ class SummaryPanes(QTabWidget):
             self.stragglers.set_job(None)
             return
         self.iterations.set_rows(loaded.iterations)
-        self.chart.set_rows(rank_breakdown_table(loaded.iterations))
+        self.chart.set_rows(*chart_rows(loaded))
         self.kernel_scope.blockSignals(True)
         self.kernel_scope.clear()
         self.kernel_scope.addItem("all ranks", -1)

@@ -15,7 +15,7 @@ from PySide6.QtWidgets import QCheckBox, QComboBox, QHBoxLayout, QLabel, QWidget
 
 from app.loaded_job import LoadedJob
 from app.timeline.lane_layout import LaneLayout
-from lumos_core.whatif.rank_groups import RankGroup, rank_groups
+from lumos_core.whatif.rank_groups import RankGroup, default_role, rank_groups
 
 GROUPING_CHOICES = [
     ("all ranks, in rank order", ""),
@@ -28,10 +28,7 @@ AUTO_GROUP_RANKS = 32  # from this many ranks a job opens grouped (one represent
 
 def default_grouping(loaded: LoadedJob) -> str:
     """How a job opens: big jobs grouped by pipeline stage (or TP group without a pipeline)."""
-    b = loaded.baseline
-    if len(loaded.job.ranks) < AUTO_GROUP_RANKS or b is None:
-        return ""
-    return "pp" if b.config.pp > 1 else "tp" if b.config.tp > 1 else "dp" if b.config.dp > 1 else ""
+    return default_role(loaded.baseline) if len(loaded.job.ranks) >= AUTO_GROUP_RANKS else ""
 
 
 class GroupingBar(QWidget):

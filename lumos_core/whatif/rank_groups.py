@@ -87,3 +87,12 @@ def rank_groups(
         rep = next((i for i in members if ranks[i] in prefer), members[0])
         groups.append(RankGroup(f"{label} {k}", members, rep, how))
     return groups
+
+
+def default_role(baseline: Baseline | None) -> str:
+    """The grouping a big job reads best in: pipeline stages, else TP groups, else DP replicas
+    ("" when the layout is a single rank per role)."""
+    if baseline is None:
+        return ""
+    cfg = baseline.config
+    return "pp" if cfg.pp > 1 else "tp" if cfg.tp > 1 else "dp" if cfg.dp > 1 else ""
