@@ -123,6 +123,20 @@ def test_cli_estimate_json_and_export(tmp_path: Path) -> None:
     assert d["predicted"]["iteration_us"] == pytest.approx(api.predicted.iteration_us, rel=1e-6)
 
 
+@needs_shared
+def test_all_to_all_is_not_a_data_parallel_collective() -> None:
+    """DLRM's embedding all-to-all (SendRecv kernels under c10d::alltoall_base_) is re-timed as an
+    all-to-all over its group (every rank here), with its own (activation) volume per rank, never
+    as a DP gradient collective; fewer ranks exchange (n-1)/n of a rank's data: less, not more."""
+    job = load_job(shared("dlrm-v100-8rank"))
+    r = estimate(job, {"dp": 2})
+    what = {x.what for x in r.retimed}
+    assert "all-rank AllToAll" in what and "DP AllReduce" in what, what
+    assert not any("SendRecv" in w or w == "DP AllToAll" for w in what)
+    a2a = next(x for x in r.retimed if x.what == "all-rank AllToAll")
+    assert "group 8 -> 2" in a2a.detail and "message" not in a2a.detail  # same bytes per rank
+
+
 def test_invalid_configurations_are_explained() -> None:
     assert problems(JobConfig(layers=10, pp=4, microbatches=8)) == [
         "10 layers do not divide into 4 pipeline stages evenly (try 8 or 12 layers)"

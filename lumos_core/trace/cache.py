@@ -25,7 +25,7 @@ from lumos_core.trace.memory import MEMORY_COLUMNS, MemoryRecords
 from lumos_core.trace.model import COLLECTIVE_COLUMNS, Collectives, Iteration, Lane, LaneRole, RankTrace
 
 # Bump when the parsed representation changes: old entries are then simply never looked up.
-LOADER_VERSION = "3"
+LOADER_VERSION = "4"  # 4: SendRecv kernels issued by an all-to-all are ALL_TO_ALL
 
 _ARRAYS = (
     "kind",

@@ -218,6 +218,23 @@ def _collectives(rank: RankTrace, comm_names: np.ndarray) -> Collectives:
             intern_cache[s] = i
         return intern_cache[s]
 
+    op_kinds: dict[int, CollectiveKind] = {}
+
+    def op_kind(event: int) -> CollectiveKind:
+        """The collective named by the nearest enclosing c10d:: / nccl: operator of ``event``."""
+        for _ in range(64):  # nesting is shallow; the bound guards against corrupt parent chains
+            if event < 0:
+                return CollectiveKind.UNKNOWN
+            name = int(rank.name[event])
+            if name not in op_kinds:
+                text = rank.strings[name]
+                is_comm_op = text.startswith(("c10d::", "nccl:")) and rank.kind[event] == Kind.CPU_OP
+                op_kinds[name] = collective_kind(text) if is_comm_op else CollectiveKind.UNKNOWN
+            if op_kinds[name] != CollectiveKind.UNKNOWN:
+                return op_kinds[name]
+            event = int(rank.parent[event])
+        return CollectiveKind.UNKNOWN
+
     for ev in rows.tolist():
         args = rank.args_of(ev)
         source = 0
@@ -230,13 +247,15 @@ def _collectives(rank: RankTrace, comm_names: np.ndarray) -> Collectives:
         kname = rank.strings[int(rank.name[ev])]
         coll_name = args.get("Collective name")
         kind = collective_kind(str(coll_name)) if coll_name else CollectiveKind.UNKNOWN
-        if kind == CollectiveKind.UNKNOWN or (
-            kind in (CollectiveKind.SEND, CollectiveKind.RECV)
-            and collective_kind(kname) == CollectiveKind.SEND_RECV
-        ):
-            by_kernel = collective_kind(kname)
-            if kind == CollectiveKind.UNKNOWN:
-                kind = by_kernel
+        if kind == CollectiveKind.UNKNOWN:
+            kind = collective_kind(kname)
+            if kind == CollectiveKind.SEND_RECV and not coll_name:
+                # NCCL runs all-to-all (and scatter/gather) as grouped SendRecv kernels: without a
+                # "Collective name" the operator that issued it (c10d::alltoall_base_ /
+                # nccl:all_to_all) says what it was.
+                issued = op_kind(int(rank.launch[ev]))
+                if issued not in (CollectiveKind.UNKNOWN, CollectiveKind.SEND, CollectiveKind.RECV):
+                    kind = issued
         dt = dtype_bytes(str(args.get("dtype", ""))) or kernel_dtype_bytes(kname)
         ranks_str = args.get("Process Group Ranks")
         group_size = _int32(args.get("Group size"))

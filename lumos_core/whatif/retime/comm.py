@@ -168,17 +168,26 @@ def retime_collectives(
         size_bytes, kinds, pgs = c.size_bytes, c.kind, c.pg
         for v, row in zip(sel[rows >= 0].tolist(), rows[rows >= 0].tolist()):
             pg = int(pgs[row])
-            role = (
-                roles.get(t.strings[pg], "dp") if pg >= 0 else ("dp" if base.tp == base.pp == 1 else "world")
-            )
+            if kinds[row] == CollectiveKind.ALL_TO_ALL:
+                # Not a gradient collective (embedding / expert exchange): its group is the one
+                # recorded, else every rank.
+                role = roles.get(t.strings[pg], "world") if pg >= 0 else "world"
+            elif pg >= 0:
+                role = roles.get(t.strings[pg], "dp")
+            else:
+                role = "dp" if base.tp == base.pp == 1 else "world"
             groups.setdefault((role, int(kinds[row]), int(size_bytes[row])), []).append(v)
     if base.tp == 1 and base.pp == 1:  # the whole world is the data-parallel group
-        groups = {("dp" if role == "world" else role, k, s): v for (role, k, s), v in groups.items()}
+        groups = {
+            ("dp" if role == "world" and k != CollectiveKind.ALL_TO_ALL else role, k, s): v
+            for (role, k, s), v in groups.items()
+        }
     for (role, kind, size), nodes in groups.items():
         n_old = old_size.get(role, 1) if role != "world" else base.world_size
         n_new = new_size.get(role, 1) if role != "world" else config.world_size
         size_ratio = params_ratio if role in ("dp", "world") else act_ratio
-        if role == "pp":
+        if role == "pp" or kind == CollectiveKind.ALL_TO_ALL:
+            # activations: what each rank exchanges follows its own tokens, not the parameters
             size_ratio = act_ratio
         shape_old = shape_of_strided_group(n_old, stride_old.get(role, 1), gpn_old)
         shape_new = shape_of_strided_group(n_new, stride_new.get(role, 1), gpn_new)
@@ -196,7 +205,7 @@ def retime_collectives(
         plan.apply(
             np.asarray(nodes),
             r,
-            f"{role.upper()} {label}",
+            f"{'all-rank' if role == 'world' else role.upper()} {label}",
             f"{how}, {scope} ({model_new.source(inter_node=shape_new.inter_node)})",
             f"group {n_old} -> {n_new} on {shape_new.nodes} node(s)"
             + (f", message x{size_ratio:.3g}" if size_ratio != 1 else ""),
