@@ -14,14 +14,25 @@ ITER_US = 2000.0
 
 
 def write_straggler_job(
-    folder: Path, n_ranks: int = 8, late_rank: int = 5, delay_us: float = 400.0, iterations: int = 3
+    folder: Path,
+    n_ranks: int = 8,
+    late_rank: int = 5,
+    delay_us: float = 400.0,
+    iterations: int = 3,
+    groups: int = 1,
+    last_group_extra_us: float = 0.0,
 ) -> Path:
+    """``groups`` > 1 splits the ranks into runs with an all-reduce group each (like pipeline
+    stages), the last run's iterations ``last_group_extra_us`` longer (a stage with more work)."""
     folder.mkdir(parents=True, exist_ok=True)
     for rank in range(n_ranks):
         b = TraceBuilder(rank=rank, world=n_ranks)
+        size = n_ranks // groups
+        g = rank // size
+        it_us = ITER_US + (last_group_extra_us if g == groups - 1 and groups > 1 else 0.0)
         for k in range(iterations):
-            t0 = k * ITER_US
-            b.step(k + 1, t0, ITER_US - 10)
+            t0 = k * it_us
+            b.step(k + 1, t0, it_us - 10)
             b.cpu("aten::mm", t0 + 1, 5)
             late = delay_us if rank == late_rank else 0.0
             arrive = t0 + 10 + COMPUTE_US + late
@@ -35,7 +46,9 @@ def write_straggler_job(
                 kts=arrive,
                 kdur=leave - arrive,
                 stream=20,
-                kargs=nccl_args(seq=k, size=n_ranks),
+                kargs=nccl_args(seq=k, size=size, pg=str(g))
+                if groups > 1
+                else nccl_args(seq=k, size=n_ranks),
             )
         b.write(folder / f"rank{rank}.json")
     return folder

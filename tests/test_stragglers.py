@@ -46,3 +46,13 @@ def test_threshold_follows_the_iteration_time(tmp_path: Path) -> None:
     # iterations are 2 ms: 1 % is 20 µs, under the 50 µs floor
     assert rep.median_iteration_ns == pytest.approx(2_000_000, rel=0.02)
     assert rep.threshold_ns == MIN_LATE_NS
+
+
+def test_a_longer_stage_is_not_a_straggler_but_a_late_rank_in_it_is(tmp_path: Path) -> None:
+    """Two groups with their own all-reduces (like two pipeline stages); the second group's
+    iterations are 500 µs longer for every member: iterations are compared among peers only."""
+    folder = write_straggler_job(tmp_path / "stages", 8, 6, 400.0, groups=2, last_group_extra_us=500.0)
+    rep = find_stragglers(load_job(folder, use_cache=False))
+    assert [r.rank for r in rep.flagged] == [6]
+    assert rep.ranks[6].n_late == 3 and rep.ranks[6].n_collectives == 3
+    assert all(r.iteration_late_ns == 0 for r in rep.ranks)

@@ -14,8 +14,9 @@ alignment error between ranks (the loader aligns clocks on NCCL exits, which agr
 and above ordinary launch jitter; 1 % of the iteration is the smallest delay worth acting on: the
 whole job waits for it every time, so it costs that share of throughput. A rank is flagged as a
 straggler when it is late at ``MIN_LATE_SHARE`` (a quarter) or more of the collectives it takes part
-in, so one hiccup does not flag it, or when one of its iterations is longer than the median of that
-iteration over ranks by more than the threshold (a rank that runs alone, or a job without collectives).
+in, so one hiccup does not flag it, or when one of its steady iterations is longer than the median of
+that iteration over its *peers* (:func:`peer_sets`: in a pipeline, its stage) by more than the
+threshold (a rank that runs alone, or a job without collectives).
 Point-to-point transfers are left out: a pipeline stage's receive starts whenever its schedule says,
 not when a peer is slow.
 """
@@ -26,7 +27,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from lumos_core.replay.breakdown import iteration_windows
+from lumos_core.replay.breakdown import steady_windows
 from lumos_core.trace.model import CollectiveKind, Job
 
 MIN_LATE_NS = 50_000
@@ -101,15 +102,45 @@ def arrival_lateness(job: Job) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return who_a[keep], inst[keep], (start - median[seg])[keep]
 
 
-def iteration_excess(job: Job) -> tuple[np.ndarray, int]:
-    """Per rank index: the worst (iteration time − that iteration's median over ranks), and the
-    median iteration time of the job (0 without iterations)."""
-    names: dict[str, list[tuple[int, int]]] = {}
+def peer_sets(job: Job, who: np.ndarray, inst: np.ndarray) -> np.ndarray:
+    """Per rank index, a label of its *peers*: the ranks connected to it through group collectives
+    smaller than the whole job (TP and DP groups: in a pipeline, the ranks of one stage). Stages run
+    different layers and their iterations differ in length by design, so a rank's iteration is
+    compared with its peers' only. Without such collectives every rank is a peer of every other."""
+    n = len(job.ranks)
+    parent = np.arange(n)
+
+    def find(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = int(parent[i])
+        return i
+
+    if len(inst):
+        order = np.argsort(inst, kind="stable")
+        i_s, w_s = inst[order], who[order]
+        heads = np.flatnonzero(np.r_[True, i_s[1:] != i_s[:-1]])
+        for members in np.split(w_s, heads[1:]):
+            if 1 < len(members) < n:
+                root = find(int(members[0]))
+                for m in members[1:]:
+                    r = find(int(m))
+                    if r != root:
+                        parent[r] = root
+    return np.asarray([find(i) for i in range(n)])
+
+
+def iteration_excess(job: Job, peers: np.ndarray | None = None) -> tuple[np.ndarray, int]:
+    """Per rank index: the worst (iteration time − that iteration's median over the rank's peers),
+    and the median iteration time of the job (0 without iterations). Steady iterations only: the
+    last one ends with its own activity, which differs between pipeline stages."""
+    peers = peers if peers is not None else np.zeros(len(job.ranks), int)
+    names: dict[tuple[str, int], list[tuple[int, int]]] = {}
     for ri, t in enumerate(job.ranks):
         if not t.iterations:
             continue
-        for w in iteration_windows(t):
-            names.setdefault(w.name, []).append((ri, int(w.end - w.start)))
+        for w in steady_windows(t):
+            names.setdefault((w.name, int(peers[ri])), []).append((ri, int(w.end - w.start)))
     excess = np.zeros(len(job.ranks), np.int64)
     durs = [d for rows in names.values() for _ri, d in rows]
     for rows in names.values():
@@ -123,9 +154,9 @@ def iteration_excess(job: Job) -> tuple[np.ndarray, int]:
 
 def find_stragglers(job: Job, worst_per_rank: int = 5) -> StragglerReport:
     """Lateness of every rank and the flagged stragglers (see the module docstring)."""
-    excess, med_iter = iteration_excess(job)
-    threshold = max(MIN_LATE_NS, int(REL_LATE * med_iter))
     who, inst, late = arrival_lateness(job)
+    excess, med_iter = iteration_excess(job, peer_sets(job, who, inst))
+    threshold = max(MIN_LATE_NS, int(REL_LATE * med_iter))
     match = job.collective_match
     n_ranks = len(job.ranks)
     n_coll = np.bincount(who, minlength=n_ranks)
