@@ -400,6 +400,10 @@ def test_collectives_pane_lists_every_instance_with_bus_bandwidth(win) -> None:
     assert pane.model.cell_text(k, 2) == "73.7 MiB"
     assert pane.model.cell_text(k, 3) == f"{big.bus_bw_gbps:,.1f}"
     assert 150 < big.bus_bw_gbps < 450
+    # instances cut off by the profiling window (size "?") are listed last and say so
+    assert pane.model.cell_text(0, 2) != "?"
+    last = pane.model.rowCount() - 1
+    assert pane.model.cell_text(last, 2) == "?" and pane.model.cell_text(last, 11) == "cut off"
 
 
 def test_clock_pane_shows_offsets(win) -> None:

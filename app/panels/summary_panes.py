@@ -296,7 +296,11 @@ class SummaryPanes(QTabWidget):
                 color=lambda r: _family_color(self.theme, _COLL_FAMILY.get(r.kind, Family.NCCL_OTHER)),
             ),
             Column(
-                "size", lambda r: r.size_bytes, _size, "message size per rank (NCCL-tests convention)", True
+                "size",
+                lambda r: r.size_bytes,
+                _size,
+                "message size per rank (NCCL-tests convention); ?: not recorded (see 'window')",
+                True,
             ),
             Column(
                 "bus BW (GB/s)",
@@ -324,8 +328,15 @@ class SummaryPanes(QTabWidget):
             Column("ranks", lambda r: r.ranks, numeric=True),
             Column("start (ms)", lambda r: r.start_ns, ns_as_ms, "earliest start over ranks", True),
             Column("group", lambda r: r.group),
+            Column(
+                "window",
+                lambda r: "cut off" if r.cut_off else "",
+                tooltip="cut off: the profiling window's edge cuts this instance (a rank lacks it, or "
+                "launched it before the window, so its size is usually unknown); listed last, greyed",
+            ),
         ]
         self.collectives = TablePane("collectives", cols, CollectiveStat)
+        self.collectives.model.muted = lambda r: r.cut_off
         self.addTab(self.collectives, "Collectives")
 
     def _build_clocks(self) -> None:

@@ -149,14 +149,18 @@ class CollectiveStat:
     skew_ns: int
     bus_bw_gbps: float  # NaN when the size is unknown
     bus_bw_median_gbps: float
+    # cut off by the profiling window: some rank lacks it, or launched it before the window (its
+    # metadata, the size among it, is then usually missing)
+    cut_off: bool = False
 
 
 def collectives_table(job: Job) -> list[CollectiveStat]:
-    """Every matched collective instance of the job, in order of first start."""
+    """Every matched collective instance of the job, in order of first start; the instances cut off
+    by the profiling window's edges come last (their sizes are mostly unknown)."""
     match = job.collective_match
     if match is None or match.n_instances == 0:
         return []
-    inst_l, start_l, dur_l, size_l = [], [], [], []
+    inst_l, start_l, dur_l, size_l, early_l = [], [], [], [], []
     for t in job.ranks:
         inst = match.instance.get(t.rank)
         if inst is None or len(inst) == 0:
@@ -167,14 +171,16 @@ def collectives_table(job: Job) -> list[CollectiveStat]:
         start_l.append(t.start[ev])
         dur_l.append(t.dur[ev])
         size_l.append(t.collectives.size_bytes[ok])
+        early_l.append(t.launch[ev] < 0)  # its launch lies before the window
     if not inst_l:
         return []
     inst = np.concatenate(inst_l)
     start = np.concatenate(start_l)
     dur = np.concatenate(dur_l)
     size = np.concatenate(size_l)
+    early = np.concatenate(early_l)
     order = np.lexsort((dur, inst))  # by instance, then duration (for medians)
-    inst, start, dur, size = inst[order], start[order], dur[order], size[order]
+    inst, start, dur, size, early = inst[order], start[order], dur[order], size[order], early[order]
     heads = np.flatnonzero(np.r_[True, inst[1:] != inst[:-1]])
     counts = np.diff(np.r_[heads, len(inst)])
     first = np.minimum.reduceat(start, heads)
@@ -183,6 +189,7 @@ def collectives_table(job: Job) -> list[CollectiveStat]:
     dmax = dur[heads + counts - 1]
     dmed = dur[heads + (counts - 1) // 2]
     smax = np.maximum.reduceat(size, heads)
+    any_early = np.maximum.reduceat(early.astype(np.int8), heads) > 0
     rows = []
     for k, h in enumerate(heads):
         i = int(inst[h])
@@ -205,9 +212,10 @@ def collectives_table(job: Job) -> list[CollectiveStat]:
                 skew_ns=int(last[k] - first[k]),
                 bus_bw_gbps=_bandwidth(sz, factor, int(dmin[k])),
                 bus_bw_median_gbps=_bandwidth(sz, factor, int(dmed[k])),
+                cut_off=bool(any_early[k]) or int(counts[k]) < n,
             )
         )
-    rows.sort(key=lambda r: (r.start_ns, r.instance))
+    rows.sort(key=lambda r: (r.cut_off, r.start_ns, r.instance))
     return rows
 
 
