@@ -350,7 +350,11 @@ def _add_critical_paths(
     """Every rank's and iteration's critical path. The compiled walk releases the GIL, so the walks
     (long at hundreds of ranks: each crosses the whole job through its collectives) share the cores."""
     ctx = PathContext(graph)
-    work = [(res, w) for res, p in zip(ranks, timeline) for w in iteration_windows(p)]
+    windows = [(res, iteration_windows(p)) for res, p in zip(ranks, timeline)]
+    # Iteration by iteration: the walks of one iteration share most of their path (they meet in the
+    # collectives), so walking them in a row finds those nodes still in the CPU caches.
+    most = max((len(ws) for _, ws in windows), default=0)
+    work = [(res, ws[i]) for i in range(most) for res, ws in windows if i < len(ws)]
 
     def walk(item: tuple[RankResult, Window]) -> CriticalPath:
         return critical_path(graph, start, end, item[0].rank, item[1], context=ctx)
