@@ -21,7 +21,9 @@ from PySide6.QtWidgets import QApplication
 
 from app.timeline.lane_layout import RowKind
 from app.timeline.timeline_view import PREDICTED, Hit
+from app.whatif.prediction_pane import BreakdownBars
 from app.whatif.runner import Request, Scenario
+from lumos_core.replay.breakdown import Breakdown
 from lumos_core.sweep.results import ResultsFile
 from lumos_core.trace.model import Kind
 from lumos_core.whatif.export import first_events
@@ -494,3 +496,25 @@ def test_loop_watch_counts_work_on_the_gui_thread_not_waiting(qtbot) -> None:
         time.sleep(0.4)  # the GUI thread waits (as for the GIL or a core): not our work
         next_tick(idle)
     assert idle.max_gap_s >= 0.35 and idle.max_stall_s < 0.1
+
+
+@pytest.mark.parametrize("width", [200, 260, 420, 900])
+def test_prediction_bar_value_labels_are_never_clipped(qapp, width: int) -> None:
+    """The value label right of the longest bar ("41.57 ms") fits in the plot at any dock width."""
+    bars = BreakdownBars()
+    bars.resize(width, 140)
+    bars.show()
+    b = Breakdown(30_000_000, 2_000_000, 8_000_000, 1_570_000)  # 41.57 ms
+    bars.set_rows([("measured", b, 41.57), ("replayed", b, 41.57), ("predicted", b, 41.57)])
+    for _ in range(5):
+        QApplication.processEvents()
+    view = bars.getViewBox().sceneBoundingRect()
+    for t in bars.texts:
+        assert t.toPlainText() == "41.57 ms"
+        assert t.sceneBoundingRect().right() <= view.right() + 0.5, (width, t.sceneBoundingRect(), view)
+    bars.resize(width // 2 + 100, 140)  # the dock is narrowed after the rows were set
+    for _ in range(5):
+        QApplication.processEvents()
+    view = bars.getViewBox().sceneBoundingRect()
+    assert all(t.sceneBoundingRect().right() <= view.right() + 0.5 for t in bars.texts)
+    bars.close()

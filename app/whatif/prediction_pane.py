@@ -44,12 +44,14 @@ class BreakdownBars(pg.PlotWidget):
         self.bars: list[pg.BarGraphItem] = []
         self.texts: list[pg.TextItem] = []
         self.rows: list[tuple[str, Breakdown, float]] = []
+        self._longest = 1.0  # the longest bar (ms)
         self.plotItem.setMenuEnabled(False)
         self.plotItem.hideButtons()
         self.setMouseEnabled(x=False, y=False)
         self.getViewBox().invertY(True)
         self.getAxis("bottom").enableAutoSIPrefix(False)  # ms, as the headline says
         self.setMinimumHeight(110)
+        self.getViewBox().sigResized.connect(lambda _vb: self.fit_labels())
         self.apply_theme(theme)
 
     def sizeHint(self) -> QSize:
@@ -83,7 +85,19 @@ class BreakdownBars(pg.PlotWidget):
             self.texts.append(t)
         self.getAxis("left").setTicks([[(float(i), label) for i, (label, _, _) in enumerate(rows)]])
         self.setYRange(-0.6, len(rows) - 0.4, padding=0)
-        self.setXRange(0, float(left.max()) * 1.3 if len(left) else 1.0, padding=0)
+        self._longest = float(left.max()) if len(left) else 1.0
+        self.fit_labels()
+
+    def fit_labels(self) -> None:
+        """Leave room right of the longest bar for its value label at the plot's current width (a
+        fixed 30 % margin clips the label, "41.57 m", in a narrow dock)."""
+        if not self.texts:
+            return
+        plot_px = float(self.getViewBox().width())
+        label_px = max(t.boundingRect().width() for t in self.texts) + 8.0
+        room = label_px / plot_px if plot_px > 0 else 0.3
+        room = min(max(room, 0.08), 0.6)  # a very narrow plot keeps at least 40 % for the bars
+        self.setXRange(0, self._longest / (1.0 - room), padding=0)
 
     def apply_theme(self, theme: Theme) -> None:
         self._fg = QColor(theme.foreground)
