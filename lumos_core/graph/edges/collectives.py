@@ -84,17 +84,23 @@ def collective_joins(
     new["dur"][arrive] = 0
     new["me"][arrive] = ms[arrive]
     arrive_all = np.concatenate([arrive_of, np.full(n_join, -1), arrive])
-    for rn in ranks:  # the event's task node is now the transfer node
-        m = np.asarray(new["rank"][xfer_ids]) == rn.rank.rank
-        rn.node_of_event[new["event"][xfer_ids[m]]] = xfer_ids[m]
+    # the event's task node is now the transfer node (each rank's transfers found by one sort, not
+    # by a scan of every transfer per rank)
+    xfer_rank = np.asarray(new["rank"][xfer_ids])
+    by_rank_order = np.argsort(xfer_rank, kind="stable")
+    sorted_rank = xfer_rank[by_rank_order]
+    for rn in ranks:
+        a, b = np.searchsorted(sorted_rank, [rn.rank.rank, rn.rank.rank + 1])
+        mine = xfer_ids[by_rank_order[a:b]]
+        rn.node_of_event[new["event"][mine]] = mine
     return new, arrive_all
 
 
 def redirect_sources(sp: EdgeList, old: np.ndarray, new: np.ndarray) -> None:
     """Edges leaving ``old[i]`` leave ``new[i]`` instead (except the arrive node's own inputs)."""
-    remap = dict(zip(old.tolist(), new.tolist()))
-    lookup_keys = np.asarray(sorted(remap), np.int64)
-    lookup_vals = np.asarray([remap[x] for x in lookup_keys.tolist()], np.int64)
+    # sorted unique keys; a key given twice maps to its last value (as a dict built from the pairs)
+    lookup_keys, last = np.unique(np.asarray(old, np.int64)[::-1], return_index=True)
+    lookup_vals = np.asarray(new, np.int64)[::-1][last]
     for i, src in enumerate(sp.src):
         pos = np.searchsorted(lookup_keys, src)
         pos_c = np.minimum(pos, len(lookup_keys) - 1)
