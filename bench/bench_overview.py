@@ -69,6 +69,10 @@ def main() -> int:
     print(
         f"first paint, {n} ranks from the cache: {painted[0]:.2f} s (target <= {TARGETS['first_paint_256_s']} s)"
     )
+    load_s = w.timings.get("load_s", float("nan"))
+    print(
+        f"  of which loading + preparing on the worker {load_s:.2f} s, GUI hand-over and paint {painted[0] - load_s:.2f} s"
+    )
     lj = w.loaded
     strip = w.timeline.overview
     for _ in range(3):

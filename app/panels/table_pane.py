@@ -42,6 +42,8 @@ class TablePane(QWidget):
         self.view.verticalHeader().setDefaultSectionSize(20)
         self.view.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
         self.view.horizontalHeader().setStretchLastSection(True)
+        # fitting columns reads this many rows, not 1000: tables of a big job fill in a fraction of the time
+        self.view.horizontalHeader().setResizeContentsPrecision(200)
         self.view.setWordWrap(False)
         self.view.setTextElideMode(Qt.TextElideMode.ElideRight)
         self.export_button = QPushButton("Export CSV…")
@@ -62,11 +64,14 @@ class TablePane(QWidget):
         sort_column: int | None = None,
         order: Qt.SortOrder = Qt.SortOrder.DescendingOrder,
     ) -> None:
+        if sort_column is None:
+            # unsorted before the reset, or the proxy sorts every row by the last column first (with
+            # a Python call per comparison: seconds for the tens of thousands of collectives of a
+            # 256-rank job, on the GUI thread)
+            self.proxy.sort(-1)
         self.model.set_rows(rows)
         if sort_column is not None:
             self.view.sortByColumn(sort_column, order)
-        else:
-            self.proxy.sort(-1)
         self.view.resizeColumnsToContents()
         for c in range(self.model.columnCount()):
             if self.view.columnWidth(c) > 260:

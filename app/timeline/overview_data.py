@@ -2,7 +2,9 @@
 
 For each rank and each pixel column of a time window, the busy time of its GPU streams is split
 into *compute* (every non-NCCL kernel, memcpy and memset) and *communication* (NCCL kernels); the
-rest of the column is *idle*. A column gets the colour of whichever of the three holds most of it.
+rest of the column is *idle*. A column gets the colour of whichever of the three holds most of it,
+communication counting only where compute leaves room (overlapped communication costs nothing, and a
+rank that computes while the others wait in a collective must read as computing).
 
 Inside one timeline row (a stream's overlap sub-row) events never overlap and are sorted, so the
 busy time before any instant t is a prefix sum plus the clipped part of the event under t: two
@@ -112,6 +114,8 @@ def activity_classes(
     col = (x1 - x0) / width
     for i, act in enumerate(index):
         comp, comm = np.minimum(act.busy(edges) / col, 1.0)
+        # communication overlapped by compute is hidden: it only counts where compute leaves room
+        exposed = np.minimum(comm, 1.0 - comp)
         idle = 1.0 - np.minimum(comp + comm, 1.0)
-        out[i] = np.argmax(np.stack([idle, comp, comm]), axis=0)
+        out[i] = np.argmax(np.stack([idle, comp, exposed]), axis=0)
     return out
