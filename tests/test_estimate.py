@@ -18,7 +18,7 @@ from lumos_core.replay.breakdown import iteration_windows
 from lumos_core.synth import ModelSpec, SynthConfig, synthesize
 from lumos_core.trace.loader import load_job
 from lumos_core.whatif.baseline import infer_baseline
-from lumos_core.whatif.config import JobConfig, problems
+from lumos_core.whatif.config import JobConfig, problems, unchecked
 from lumos_core.whatif.estimate import estimate
 
 CPU_GPT = REPO / "tests" / "data" / "cpu-gpt"
@@ -146,6 +146,19 @@ def test_invalid_configurations_are_explained() -> None:
     assert any("heads" in p for p in problems(JobConfig(heads=6, tp=4)))
     with pytest.raises(ConfigError):
         JobConfig().with_changes(bogus=1)
+
+
+def test_tp_with_unknown_heads_is_checked_on_the_hidden_size_and_says_what_it_could_not_check() -> None:
+    """TP must divide the attention heads. With the heads unknown, a hidden size TP does not divide
+    is still refused (hidden = heads x head size); otherwise the estimate runs and says the heads
+    check could not be made."""
+    assert problems(JobConfig(hidden=768, tp=5)) == ["hidden size 768 does not split over TP 5"]
+    assert problems(JobConfig(hidden=768, tp=3)) == []
+    assert problems(JobConfig(hidden=768, heads=12, tp=3)) == []
+    note = unchecked(JobConfig(hidden=768, tp=3))
+    assert len(note) == 1 and "heads could not be checked" in note[0] and "--baseline-heads" in note[0]
+    assert unchecked(JobConfig(hidden=768, heads=12, tp=3)) == []
+    assert unchecked(JobConfig(hidden=768, tp=1)) == []
 
 
 @needs_shared

@@ -183,6 +183,9 @@ def problems(config: JobConfig, baseline: Baseline | None = None) -> list[str]:
         out.append(f"hidden size {config.hidden} is not a multiple of {config.heads} heads")
     if config.ffn is not None and config.ffn % config.tp:
         out.append(f"FFN size {config.ffn} does not split over TP {config.tp}")
+    if config.heads is None and config.hidden is not None and config.hidden % config.tp:
+        # heads unknown: hidden = heads x head size, so TP dividing the heads divides the hidden size
+        out.append(f"hidden size {config.hidden} does not split over TP {config.tp}")
     if baseline is not None:
         b = baseline.config
         needs_layers = (config.pp != b.pp) or (config.layers is not None and config.layers != b.layers)
@@ -201,6 +204,18 @@ def problems(config: JobConfig, baseline: Baseline | None = None) -> list[str]:
                     f"changing {name} needs its value in the trace, which is unknown: give it with "
                     f"--baseline-{name.replace('_', '-')} N"
                 )
+    return out
+
+
+def unchecked(config: JobConfig, baseline: Baseline | None = None) -> list[str]:
+    """Checks :func:`problems` could not make for want of a value (said beside the estimate)."""
+    out: list[str] = []
+    changed_tp = baseline is None or config.tp != baseline.config.tp
+    if config.tp > 1 and changed_tp and config.heads is None:
+        out.append(
+            f"TP {config.tp}: whether it divides the attention heads could not be checked (the number "
+            "of heads is unknown: give it with --baseline-heads N)"
+        )
     return out
 
 

@@ -34,7 +34,7 @@ from lumos_core.replay.run import predicted_rank
 from lumos_core.replay.simulate import simulate
 from lumos_core.trace.model import Job, RankTrace
 from lumos_core.whatif.baseline import infer_baseline
-from lumos_core.whatif.config import Baseline, JobConfig, check
+from lumos_core.whatif.config import Baseline, JobConfig, check, unchecked
 from lumos_core.whatif.memory_calibration import predict_for_job
 from lumos_core.whatif.memory_model import MemoryPrediction
 from lumos_core.whatif.retime import RetimePlan, Retiming, comm_model_from_trace, plan_retiming
@@ -143,7 +143,7 @@ def estimate(
     replayed = outcome_of(base, replayed_tl)
 
     progress(0.55, "rewriting the graph")
-    notes: list[str] = []
+    notes: list[str] = unchecked(config, baseline)
     structural = (
         config.pp != base.pp
         or config.microbatches != base.microbatches
