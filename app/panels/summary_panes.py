@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (
     QComboBox,
@@ -209,6 +209,10 @@ class SummaryPanes(QTabWidget):
         self.theme = theme
         self.loaded: LoadedJob | None = None
         self._files: dict[str, FileStatus] = {}
+        self._files_timer = QTimer(self)
+        self._files_timer.setSingleShot(True)
+        self._files_timer.setInterval(200)
+        self._files_timer.timeout.connect(self._refresh_files)
         self._build_iterations()
         self._build_kernels()
         self._build_collectives()
@@ -447,13 +451,16 @@ class SummaryPanes(QTabWidget):
         self.warnings.setPlainText("")
 
     def set_file_status(self, file: str, state: str, detail: str) -> None:
+        # the table follows every 200 ms: a refresh per file of a 256-rank job held the GIL for seconds
         self._files[file] = FileStatus(file, state, detail)
-        self._refresh_files()
+        if not self._files_timer.isActive():
+            self._files_timer.start()
 
     def set_load_error(self, message: str) -> None:
         self.warnings.setPlainText(message)
 
     def _refresh_files(self) -> None:
+        self._files_timer.stop()
         self.files.set_rows(
             sorted(self._files.values(), key=lambda f: (f.state != "failed", Path(f.file).name))
         )
