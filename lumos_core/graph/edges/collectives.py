@@ -97,15 +97,21 @@ def collective_joins(
 
 
 def redirect_sources(sp: EdgeList, old: np.ndarray, new: np.ndarray) -> None:
-    """Edges leaving ``old[i]`` leave ``new[i]`` instead (except the arrive node's own inputs)."""
-    # sorted unique keys; a key given twice maps to its last value (as a dict built from the pairs)
-    lookup_keys, last = np.unique(np.asarray(old, np.int64)[::-1], return_index=True)
-    lookup_vals = np.asarray(new, np.int64)[::-1][last]
+    """Edges leaving ``old[i]`` leave ``new[i]`` instead (except the arrive node's own inputs).
+
+    A node id -> new id table (node ids are dense) makes each edge one lookup; a node given twice
+    maps to its last new id."""
+    old = np.asarray(old, np.int64)
+    if len(old) == 0:
+        return
+    top = max(int(old.max()), max((int(src.max()) for src in sp.src if len(src)), default=-1)) + 1
+    remap = np.full(top, -1, np.int64)
+    keys, last = np.unique(old[::-1], return_index=True)
+    remap[keys] = np.asarray(new, np.int64)[::-1][last]
     for i, src in enumerate(sp.src):
-        pos = np.searchsorted(lookup_keys, src)
-        pos_c = np.minimum(pos, len(lookup_keys) - 1)
-        hit = (pos < len(lookup_keys)) & (lookup_keys[pos_c] == src)
+        to = remap[np.maximum(src, 0)]
+        hit = (to >= 0) & (src >= 0)
         if hit.any():
             s = src.copy()
-            s[hit] = lookup_vals[pos_c[hit]]
+            s[hit] = to[hit]
             sp.src[i] = s
