@@ -664,6 +664,17 @@ def test_pipeline_stages_on_two_hosts_are_aligned_through_send_recv(tmp_path):
     assert replay(job, critical_paths=False).mean_abs_error_pct < 1.0
 
 
+def test_a_chain_of_pipeline_stages_over_hosts_is_aligned_onto_one_clock(tmp_path):
+    """TP 2 x DP 2 x PP 4: stages 0-1 on one host, 2-3 on another. Stage 2 is placed from stage 1
+    (another host: shifted), stage 3 from stage 2 (same host): stage 3 must move with stage 2."""
+    cfg = SynthConfig(model=TINY, tp=2, pp=4, dp=2, microbatches=4, iterations=2, seed=5)
+    result = synthesize(cfg, tmp_path / "pp4")
+    assert result.clock_offsets_ns[0] != result.clock_offsets_ns[8]  # two host clocks
+    job = load_job(tmp_path / "pp4", use_cache=False)
+    corrected = [result.clock_offsets_ns[t.rank] + t.clock_offset_ns for t in job.ranks]
+    assert max(corrected) - min(corrected) <= 2_000  # within 2 µs of one common clock
+
+
 @pytest.mark.parametrize("compiled", [True, False])
 def test_graph_explains_every_gpu_delay_of_a_pipeline_job(tmp_path, monkeypatch, compiled):
     """Every delay in a synthetic job has a cause the generator wrote, so the execution graph must

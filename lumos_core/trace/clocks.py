@@ -200,6 +200,10 @@ def _link_components_by_p2p(
     if not diffs:
         return 0
     placed = {component.get(reference, reference)}
+    # the shift each placed group got: the differences were measured before any group moved, so a
+    # group placed from a moved one moves with it (stage 3 follows stage 2 when stage 2 is on
+    # another host)
+    shifted = dict.fromkeys(placed, 0.0)
     moved = 0
     frontier = list(placed)
     while frontier:
@@ -207,7 +211,8 @@ def _link_components_by_p2p(
         for (a, b), d in sorted(diffs.items()):
             if a != c or b in placed:
                 continue
-            shift = -float(np.median(d))
+            shift = shifted[a] - float(np.median(d))
+            shifted[b] = shift
             for r, root in component.items():
                 if root == b:
                     offsets[r] = int(round(offsets[r] + shift))
