@@ -13,7 +13,7 @@ from PySide6.QtCore import QModelIndex, Signal
 from PySide6.QtWidgets import QLabel, QWidget
 
 from app.loaded_job import LoadedJob
-from app.panels.table_model import Column
+from app.panels.table_model import Column, ns_as_us
 from app.panels.table_pane import TablePane, note_above_tables
 
 
@@ -28,10 +28,6 @@ class StragglerRow:
     max_late_ns: int
     iteration_late_ns: int
     collectives: str  # the latest collectives: kind, group, lateness
-
-
-def _us(ns: float) -> str:
-    return f"{ns / 1e3:,.1f}"
 
 
 def straggler_rows(loaded: LoadedJob) -> list[StragglerRow]:
@@ -78,12 +74,14 @@ class StragglerPane(QWidget):
                 Column(
                     "late at", lambda r: r.late, tooltip="collectives it arrived late at, of those it joined"
                 ),
-                Column("mean late (µs)", lambda r: r.mean_late_ns, _us, "after the median arrival", True),
-                Column("max late (µs)", lambda r: r.max_late_ns, _us, "after the median arrival", True),
+                Column(
+                    "mean late (µs)", lambda r: r.mean_late_ns, ns_as_us, "after the median arrival", True
+                ),
+                Column("max late (µs)", lambda r: r.max_late_ns, ns_as_us, "after the median arrival", True),
                 Column(
                     "iteration excess (µs)",
                     lambda r: r.iteration_late_ns,
-                    _us,
+                    ns_as_us,
                     "longest iteration minus that iteration's median over ranks",
                     True,
                 ),
