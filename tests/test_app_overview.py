@@ -215,3 +215,19 @@ def test_iterations_chart_aggregates_a_big_job_and_labels_the_straggler(qapp, tm
     ticks = [t[1] for t in chart.getAxis("left")._tickLevels[0]]
     assert f"rank {LATE} (straggler)" in ticks
     assert len(chart.shown) == len(bars) <= 24 + 8 + 1
+
+
+def test_a_job_without_gpu_streams_has_no_overview(qapp, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from tracegen import TraceBuilder
+
+    for rank in range(2):
+        b = TraceBuilder(rank=rank, world=2)
+        b.step(1, 0, 100)
+        b.cpu("aten::mm", 1, 50)
+        b.write(tmp_path / f"rank{rank}.json")
+    w = open_in_window(qapp, tmp_path)
+    try:
+        assert len(w.loaded.job.ranks) == 2
+        assert w.timeline.overview.isHidden()
+    finally:
+        close_window(w)

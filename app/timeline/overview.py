@@ -71,7 +71,8 @@ class OverviewStrip(QWidget):
         self.flagged = {}
         self.classes = np.zeros((len(ranks), 0), np.int8)
         self._image = None
-        self.setVisible(len(ranks) > 0)
+        # a job without GPU streams (CPU-only) has nothing to show here
+        self.setVisible(any(len(s) for act in self.index for s, *_rest in act.classes))
         n = len(ranks)
         row_px = max(1, min(MAX_ROW_PX, MAX_HEIGHT_PX // max(n, 1)))
         self.setFixedHeight(min(MAX_HEIGHT_PX, max(n * row_px, MIN_HEIGHT_PX)) + 2)

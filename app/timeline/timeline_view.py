@@ -236,7 +236,7 @@ class TimelineView(
 
     def _follow_overview(self, *_: object) -> None:
         """The overview follows the x range and the plot area, and outlines the ranks in view."""
-        if not self.overview.isVisible() and not self.overview.ranks:
+        if not self.overview.ranks or self.overview.isHidden():
             return
         area = self.canvas.mapFromScene(self.view_box.sceneBoundingRect()).boundingRect()
         x0, x1 = self.x_range()
