@@ -201,6 +201,8 @@ def estimate(
             old_dur[p.rank] = t.dur.copy()
         represents = {layout[r][0]: layout[r] for r in layout}
     predicted = outcome_of(config, timeline)
+    if not structural and len(layout) < len(job.ranks):
+        note_kept_ranks(sorted(layout), replayed_tl, base, replayed, predicted, notes)
     if _note_cpu_bound(replayed, predicted, notes) and config.cpu_scale == 1.0:
         notes.append(host_pacing_note(job, graph, base, replayed))
     memory = predict_memory_or_note(job, baseline, config, notes)
@@ -219,6 +221,30 @@ def estimate(
         seconds=time.perf_counter() - t0,
         notes=notes,
         memory=memory,
+    )
+
+
+def note_kept_ranks(
+    kept: list[int],
+    replayed_tl: list[RankTrace],
+    base: JobConfig,
+    replayed: Outcome,
+    predicted: Outcome,
+    notes: list[str],
+) -> None:
+    """The prediction simulates only some traced ranks (fewer replicas): when their own replayed
+    time differs from the job's mean (ranks whose iteration windows differ), the change against the
+    whole job mixes that difference in, so say what it is against those very ranks."""
+    own = outcome_of(base, [t for t in replayed_tl if t.rank in set(kept)])
+    if not own.iteration_us or not replayed.iteration_us:
+        return
+    if abs(own.iteration_us / replayed.iteration_us - 1) <= 0.02:
+        return
+    change = 100 * (predicted.iteration_us / own.iteration_us - 1)
+    notes.append(
+        f"the simulated ranks {kept} replay at {own.iteration_us / 1000:.3f} ms in the traced job, the "
+        f"job's mean over every rank is {replayed.iteration_us / 1000:.3f} ms (its ranks' iteration times "
+        f"differ): against those ranks the prediction is {change:+.1f} %"
     )
 
 
