@@ -12,6 +12,7 @@ from PySide6.QtGui import QMouseEvent
 from PySide6.QtWidgets import QApplication
 from straggler_job import COMM_US, COMPUTE_US, write_straggler_job
 
+from app.timeline.overview import MAX_COLUMNS
 from app.timeline.overview_data import (
     COMM_FAMILIES,
     COMMUNICATION,
@@ -63,7 +64,7 @@ def test_rank_activity_sums_overlapping_rows_like_the_per_row_reference(win) -> 
 def test_one_row_per_rank_and_the_late_rank_computes_while_the_others_communicate(win) -> None:  # type: ignore[no-untyped-def]
     strip = win.timeline.overview
     assert strip.isVisible()
-    assert strip.classes.shape == (N_RANKS, int(strip.plot_width))
+    assert strip.classes.shape == (N_RANKS, min(int(strip.plot_width), MAX_COLUMNS))
     assert strip._image is not None and strip._image.height() == N_RANKS
     # exact classes on a window of the first iteration: 10 µs columns
     lj = win.loaded

@@ -33,6 +33,7 @@ from lumos_core.trace.model import RankTrace
 MAX_HEIGHT_PX = 160  # taller jobs are scaled down: the image still has one row per rank
 MAX_ROW_PX = 6  # small jobs get thicker rows
 MIN_HEIGHT_PX = 40  # room for the margin text
+MAX_COLUMNS = 1024  # binning cost grows with columns: ~0.1 s per 1000 columns at 512 ranks here
 STRAGGLER_COLOR = "#DC2626"
 
 
@@ -89,7 +90,7 @@ class OverviewStrip(QWidget):
 
     def rebuild(self) -> None:
         """Bin every rank's GPU activity into the strip's pixel columns (a few ms at 256 ranks)."""
-        width = int(self.plot_width)
+        width = min(int(self.plot_width), MAX_COLUMNS)  # wider plots scale the image up
         if not self.ranks or width <= 0:
             return
         t0 = time.perf_counter()
