@@ -19,6 +19,23 @@ def _less(ka, va, kb, vb):  # type: ignore[no-untyped-def]
 
 
 @kernel
+def _heap_push(heap_k, heap_v, size, k, v):  # type: ignore[no-untyped-def]
+    """Put (k, v) into the binary heap of ``size`` entries (sift up); returns the new size."""
+    i = size
+    while i > 0:
+        p = (i - 1) >> 1
+        if _less(k, v, heap_k[p], heap_v[p]):
+            heap_k[i] = heap_k[p]
+            heap_v[i] = heap_v[p]
+            i = p
+        else:
+            break
+    heap_k[i] = k
+    heap_v[i] = v
+    return size + 1
+
+
+@kernel
 def kahn_order(ptr, succ, indeg, key):  # type: ignore[no-untyped-def]
     """Kahn's algorithm taking the ready node of smallest (key, id) first: the order ``heapq`` gives.
 
@@ -34,20 +51,7 @@ def kahn_order(ptr, succ, indeg, key):  # type: ignore[no-untyped-def]
     for v0 in range(n):
         if deg[v0] != 0:
             continue
-        # push (sift up)
-        i = size
-        size += 1
-        k0 = key[v0]
-        while i > 0:
-            p = (i - 1) >> 1
-            if _less(k0, v0, heap_k[p], heap_v[p]):
-                heap_k[i] = heap_k[p]
-                heap_v[i] = heap_v[p]
-                i = p
-            else:
-                break
-        heap_k[i] = k0
-        heap_v[i] = v0
+        size = _heap_push(heap_k, heap_v, size, key[v0], v0)
     while size > 0:
         v = heap_v[0]
         out[count] = v
@@ -76,19 +80,7 @@ def kahn_order(ptr, succ, indeg, key):  # type: ignore[no-untyped-def]
             w = succ[j]
             deg[w] -= 1
             if deg[w] == 0:
-                i = size
-                size += 1
-                kw = key[w]
-                while i > 0:
-                    p = (i - 1) >> 1
-                    if _less(kw, w, heap_k[p], heap_v[p]):
-                        heap_k[i] = heap_k[p]
-                        heap_v[i] = heap_v[p]
-                        i = p
-                    else:
-                        break
-                heap_k[i] = kw
-                heap_v[i] = w
+                size = _heap_push(heap_k, heap_v, size, key[w], w)
     return out[:count].copy(), deg
 
 
