@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import faulthandler
 import os
 import shutil
 import subprocess
@@ -18,6 +19,15 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 os.environ.setdefault("NUMBA_CACHE_DIR", os.path.join(tempfile.gettempdir(), "lumos-test-numba-cache"))
 
 REPO = Path(__file__).resolve().parent.parent
+
+# A crash of the test process (a C-level abort from Qt or an extension) loses whatever pytest had
+# captured, so every thread's Python stack goes to a file instead; .ci/run prints it when the run
+# fails. (pytest's own faulthandler plugin writes into the capture and is turned off in pyproject;
+# hangs are pytest-timeout's job.)
+CRASH_LOG = REPO / "build" / "test-artifacts" / "crash.log"
+CRASH_LOG.parent.mkdir(parents=True, exist_ok=True)
+_crash_file = open(CRASH_LOG, "w")  # noqa: SIM115 - open for the whole session, for faulthandler
+faulthandler.enable(file=_crash_file, all_threads=True)
 SHARED_TRACES = (REPO.parent / "shared" / "traces").resolve()
 HAVE_SHARED = SHARED_TRACES.is_dir()
 
