@@ -26,6 +26,18 @@ def test_gpu_what_if_on_a_cpu_paced_trace_says_so_and_by_how_much(nanogpt) -> No
 
 
 @needs_shared
+def test_an_unchanged_estimate_on_a_cpu_paced_trace_says_how_paced_it_is(nanogpt) -> None:
+    """DP 16 barely changes the GPU work here (the collectives stay hidden), so no busy-time note;
+    the +0.0 % still comes with how much the host sets the pace, and none once the host is scaled."""
+    r = estimate(nanogpt, {"dp": 16})
+    assert abs(r.predicted.iteration_us / r.replayed.iteration_us - 1) < 0.005
+    assert not [n for n in r.notes if n.startswith("GPU busy time")]
+    assert [n for n in r.notes if n.startswith("CPU-paced by")]
+    scaled = estimate(nanogpt, {"dp": 16, "cpu_scale": 0.0})
+    assert not [n for n in scaled.notes if n.startswith("CPU-paced by")]
+
+
+@needs_shared
 def test_cpu_scale_lets_gpu_changes_show(nanogpt) -> None:
     fast_host = estimate(nanogpt, {"cpu_scale": 0.3}).predicted.iteration_us
     fast_host_h200 = estimate(nanogpt, {"cpu_scale": 0.3, "gpu": "H200"}).predicted.iteration_us

@@ -203,8 +203,14 @@ def estimate(
     predicted = outcome_of(config, timeline)
     if not structural and len(layout) < len(job.ranks):
         note_kept_ranks(sorted(layout), replayed_tl, base, replayed, predicted, notes)
-    if _note_cpu_bound(replayed, predicted, notes) and config.cpu_scale == 1.0:
-        notes.append(host_pacing_note(job, graph, base, replayed))
+    if config.cpu_scale == 1.0:
+        cpu_bound = _note_cpu_bound(replayed, predicted, notes)
+        if cpu_bound or _unchanged(replayed, predicted):
+            # a GPU what-if that barely moves the iteration: say how much the host sets the pace
+            # (always after the CPU-bound note; otherwise only when the host sets >= 10 % of it)
+            note = host_pacing_note(job, graph, base, replayed, min_share=0.0 if cpu_bound else 0.10)
+            if note:
+                notes.append(note)
     memory = predict_memory_or_note(job, baseline, config, notes)
     progress(1.0, "estimate done")
     return EstimateResult(
@@ -269,17 +275,27 @@ def host_pacing(job: Job, graph: ExecutionGraph, base: JobConfig) -> Outcome:
     return outcome_of(base, [predicted_rank(graph, t, start, end) for t in job.ranks])
 
 
-def host_pacing_note(job: Job, graph: ExecutionGraph, base: JobConfig, replayed: Outcome) -> str:
-    """How much of the traced iteration the host (CPU) side sets, in words."""
+def host_pacing_note(
+    job: Job, graph: ExecutionGraph, base: JobConfig, replayed: Outcome, min_share: float = 0.0
+) -> str:
+    """How much of the traced iteration the host (CPU) side sets, in words; empty when it sets less
+    than ``min_share`` of it."""
     fast = host_pacing(job, graph, base)
     if not replayed.iteration_us or not fast.iteration_us:
         return "host pacing unknown: no complete iteration"
     share = 1 - fast.iteration_us / replayed.iteration_us
+    if share < min_share:
+        return ""
     return (
         f"CPU-paced by {100 * share:.0f}%: with no host time the traced iteration would take "
         f"{fast.iteration_us / 1000:.2f} ms instead of {replayed.iteration_us / 1000:.2f} ms; GPU what-ifs "
         "on this trace need --cpu-scale (e.g. 0.3 for CUDA graphs or torch.compile, 0 for GPU-bound)"
     )
+
+
+def _unchanged(replayed: Outcome, predicted: Outcome) -> bool:
+    """The predicted iteration within 0.5 % of the replayed one."""
+    return bool(replayed.iteration_us) and abs(predicted.iteration_us / replayed.iteration_us - 1) < 0.005
 
 
 def _note_cpu_bound(replayed: Outcome, predicted: Outcome, notes: list[str]) -> bool:
