@@ -35,7 +35,7 @@ def test_second_open_comes_from_the_cache_and_is_identical(tmp_path: Path, own_c
     shutil.copytree(shared("dlrm-v100-8rank"), folder)
     states1, job1 = _states(folder)
     assert set(states1.values()) == {"loaded"}
-    assert len([p for p in (own_cache / "ranks").iterdir() if (p / "meta.json").exists()]) == 8
+    assert len([p for p in (own_cache / "ranks").iterdir() if p.suffix == ".rank"]) == 8
     states2, job2 = _states(folder)
     assert set(states2.values()) == {"cached"}
     for a, b in zip(job1.ranks, job2.ranks):
@@ -57,6 +57,8 @@ def test_second_open_comes_from_the_cache_and_is_identical(tmp_path: Path, own_c
         assert [it.name for it in a.iterations] == [it.name for it in b.iterations]
         assert np.array_equal(a.collectives.kind, b.collectives.kind)
         assert a.args_of(5) == b.args_of(5)
+        for col in ("event", "kind", "wait_stream", "wait_stream_known", "record_corr"):
+            assert np.array_equal(getattr(a.cuda_syncs, col), getattr(b.cuda_syncs, col)), col
     # Nothing was written next to the traces.
     assert sorted(p.name for p in folder.iterdir()) == sorted(
         p.name for p in shared("dlrm-v100-8rank").iterdir()
@@ -82,8 +84,8 @@ def test_a_corrupt_cache_entry_is_rebuilt(tmp_path: Path, own_cache: Path) -> No
     shutil.copytree(shared("dlrm-v100-8rank"), folder)
     _, job1 = _states(folder)
     victim = sorted(folder.glob("worker5*"))[0]
-    column = cache.entry_path(victim) / "start.npy"
-    column.write_bytes(column.read_bytes()[:1000])  # a column cut short (disk full, crash)
+    entry = cache.entry_path(victim)
+    entry.write_bytes(entry.read_bytes()[:-1000])  # cut short (disk full, crash)
     states, job2 = _states(folder)
     assert states[victim.name] == "loaded"
     assert np.array_equal(job1.rank(5).start, job2.rank(5).start)

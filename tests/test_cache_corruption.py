@@ -4,13 +4,15 @@ An unusable cache directory only costs the cache."""
 
 from __future__ import annotations
 
-import json
+import mmap
 import os
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+import orjson
 import pytest
+from cache_entry import edit_header, write_raw_header
 from tracegen import TraceBuilder, nccl_args
 
 from lumos_core.trace import cache
@@ -53,44 +55,53 @@ def _garbage(f: Path) -> None:
     f.write_bytes(os.urandom(max(f.stat().st_size, 64)))
 
 
-def _meta_edit(edit: Callable[[dict], None]) -> Callable[[Path], None]:
-    def damage(f: Path) -> None:
-        meta = json.loads(f.read_text())
-        edit(meta)
-        f.write_text(json.dumps(meta))
-
-    return damage
+def _header_garbage(f: Path) -> None:
+    header, _ = cache.read_header(f)
+    write_raw_header(f, os.urandom(len(orjson.dumps(header))))
 
 
-def _other_array(f: Path) -> None:  # a valid .npy of the wrong length (another rank's column)
-    np.save(f, np.arange(3, dtype=np.int64))
+def _column(name: str, field: int, value: object) -> Callable[[Path], None]:
+    """Set one field of a column's header entry: 0 dtype, 1 shape, 2 offset."""
+
+    def edit(h: dict) -> None:
+        h["columns"][name][field] = value(h["columns"][name][field]) if callable(value) else value
+
+    return lambda f: edit_header(f, edit)
 
 
 def _into_folder(f: Path) -> None:
     f.unlink()
     f.mkdir()
+    (f / "meta.json").write_text("{}")  # as an entry of the folder-per-rank layout looked
 
 
 DAMAGE = {
-    "meta truncated": ("meta.json", _truncate(40)),
-    "meta empty": ("meta.json", _truncate(0)),
-    "meta garbage": ("meta.json", _garbage),
-    "meta not an object": ("meta.json", lambda f: f.write_text("[1, 2, 3]")),
-    "meta missing a key": ("meta.json", _meta_edit(lambda m: m.pop("lanes"))),
-    "meta lists a missing column": ("meta.json", _meta_edit(lambda m: m["columns"].append("nope"))),
-    "meta wrong types": ("meta.json", _meta_edit(lambda m: m.update(raw_shift_ns="x", lanes=[[1]]))),
-    "meta is a folder": ("meta.json", _into_folder),
-    "column truncated": ("start.npy", _truncate(100)),
-    "column header only": ("dur.npy", _truncate(128)),
-    "column garbage": ("name.npy", _garbage),
-    "column removed": ("lane.npy", lambda f: f.unlink()),
-    "column of another length": ("kind.npy", _other_array),
-    "lane index of another length": ("lane_begin.npy", _other_array),
-    "collective column of another length": ("coll_event.npy", _other_array),
-    "column pickled object": (
-        "launch.npy",
-        lambda f: np.save(f, np.array([{}], dtype=object), allow_pickle=True),
-    ),
+    "entry truncated in the header": _truncate(40),
+    "entry empty": _truncate(0),
+    "entry prefix only": _truncate(16),
+    "entry garbage": _garbage,
+    "entry of another version": lambda f: f.write_bytes(b"LUMOSRK\x04" + f.read_bytes()[8:]),
+    "data cut short": lambda f: f.write_bytes(f.read_bytes()[:-100]),
+    "data appended to": lambda f: f.write_bytes(f.read_bytes() + bytes(64)),
+    "header garbage": _header_garbage,
+    "header not an object": lambda f: write_raw_header(f, b"[1, 2, 3]"),
+    "header with a huge length": lambda f: f.write_bytes(f.read_bytes()[:8] + b"\xff" * 8),
+    "meta missing a key": lambda f: edit_header(f, lambda h: h["meta"].pop("lanes")),
+    "meta wrong types": lambda f: edit_header(f, lambda h: h["meta"].update(raw_shift_ns="x", lanes=[[1]])),
+    "size wrong": lambda f: edit_header(f, lambda h: h.update(size=h["size"] + 64)),
+    "column removed": lambda f: edit_header(f, lambda h: h["columns"].pop("lane")),
+    "column outside the entry": _column("start", 2, lambda off: off + (1 << 40)),
+    "column offset unaligned": _column("dur", 2, lambda off: off + 1),
+    "column offset negative": _column("name", 2, -64),
+    "column shape negative": _column("name", 1, [-1]),
+    "column of another length": _column("kind", 1, [3]),
+    "column of another rank": _column("kind", 1, lambda shape: [shape[0], 2]),
+    "lane index of another length": _column("lane_begin", 1, [3]),
+    "collective column of another length": _column("coll_event", 1, [3]),
+    "cuda_sync column of another length": _column("sync_kind", 1, [3]),
+    "column of Python objects": _column("launch", 0, "|O"),
+    "column of an unknown dtype": _column("launch", 0, "nope"),
+    "entry is a folder": _into_folder,
 }
 
 
@@ -99,9 +110,8 @@ def test_a_damaged_entry_is_detected_and_rebuilt(trace: Path, own_cache: Path, c
     state, first = _load(trace)
     assert state == "loaded"
     entry = cache.entry_path(trace)
-    assert (entry / "meta.json").is_file()
-    name, damage = DAMAGE[case]
-    damage(entry / name)
+    assert entry.is_file()
+    DAMAGE[case](entry)
     state, again = _load(trace)
     assert state == "loaded", f"{case}: a damaged entry must be parsed again, not used"
     a, b = first.ranks[0], again.ranks[0]
@@ -117,9 +127,7 @@ def test_half_written_entries_and_stray_files_are_ignored(trace: Path, own_cache
     ranks.mkdir(parents=True)
     (ranks / "leftover.tmp").mkdir()  # a crash between mkdtemp and the rename
     (ranks / "stray-file").write_text("x")
-    entry = cache.entry_path(trace)
-    entry.mkdir()
-    (entry / "start.npy").write_bytes(b"\x93NUMPY")  # columns without meta.json: incomplete
+    (ranks / "0123.rank.tmp").write_bytes(b"LUMOSRK")  # a crash while writing an entry
     assert _load(trace)[0] == "loaded"
     assert _load(trace)[0] == "cached"
     assert cache.clear() >= 2
@@ -134,3 +142,25 @@ def test_an_unusable_cache_directory_costs_only_the_cache(
     for _ in range(2):
         state, job = _load(trace)
         assert state == "loaded" and len(job.ranks) == 1
+
+
+def _file_backed(a: object) -> bool:
+    while a is not None:
+        if isinstance(a, np.memmap | mmap.mmap):
+            return True
+        a = getattr(a, "base", None)
+    return False
+
+
+def test_columns_are_views_of_the_entry_mapped_copy_on_write(trace: Path, own_cache: Path) -> None:
+    _load(trace)
+    entry = cache.entry_path(trace)
+    before = entry.read_bytes()
+    rank = cache.load(trace)
+    assert rank is not None
+    assert _file_backed(rank.start) and _file_backed(rank.args_data) and _file_backed(rank.collectives.event)
+    rank.shift(12_345)  # in place, as putting ranks on one time base does
+    rank.args_of_many(np.arange(len(rank)))  # gives the args' pages back: never the shifted ones
+    assert entry.read_bytes() == before, "an edit of a mapped column must never reach the cache"
+    again = cache.load(trace)
+    assert again is not None and np.array_equal(again.start + 12_345, rank.start)

@@ -136,7 +136,7 @@ def test_loading_every_shared_input_writes_nothing_there(watch: list[str], own_c
     build_graph(load_job(shared("h100-nanogpt-8rank"), workers=1))  # from the cache
     assert watch == []
     assert snapshot() == before
-    entries = [p for p in (own_cache / "ranks").iterdir() if (p / "meta.json").exists()]
+    entries = [p for p in (own_cache / "ranks").iterdir() if p.suffix == ".rank"]
     assert entries, "the cache should hold the parsed ranks"
     assert all(not str(p.resolve()).startswith(str(SHARED_TRACES)) for p in entries)
 

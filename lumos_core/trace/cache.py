@@ -1,11 +1,22 @@
 """On-disk cache of parsed ranks, so re-opening an unchanged folder is near-instant.
 
 Entries live in the user cache directory (never next to the traces: trace folders are read-only
-input), one folder of ``.npy`` columns per rank file, keyed by the file's identity (resolved path,
-size, modification time, inode) and the loader version. Columns are memory-mapped copy-on-write,
-so re-opening costs almost nothing until the data is touched. A changed file gets a new key; an
-entry that cannot be read (truncated by a crash, written by another version) is deleted and rebuilt.
-``LUMOS_CACHE_DIR`` overrides the location (tests use it).
+input), one file per rank file, keyed by the file's identity (resolved path, size, modification
+time, inode) and the loader version. A changed file gets a new key; an entry that cannot be read
+(truncated by a crash, written by another version) is deleted and rebuilt. ``LUMOS_CACHE_DIR``
+overrides the location (tests use it).
+
+An entry is one file, so that opening it costs one mapping rather than one per column:
+
+* 8 bytes :data:`MAGIC`, 8 bytes little-endian length of the header;
+* the header, orjson: ``meta`` (strings, lanes, iterations, metadata, ...), ``columns`` (name ->
+  [dtype, shape, offset]) and ``size`` (bytes of the data region);
+* the data region, starting at the next multiple of 64 bytes: every column's raw bytes at its
+  offset (a multiple of 64 from the region's start).
+
+The file is mapped copy-on-write and every column is a view into the mapping: pages are read when
+used, and in-place edits (the time shift applied when ranks are put on one time base) never write
+back into the cache.
 """
 
 from __future__ import annotations
@@ -13,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import struct
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -22,10 +34,24 @@ import orjson
 import platformdirs
 
 from lumos_core.trace.memory import MEMORY_COLUMNS, MemoryRecords
-from lumos_core.trace.model import COLLECTIVE_COLUMNS, Collectives, Iteration, Lane, LaneRole, RankTrace
+from lumos_core.trace.model import (
+    COLLECTIVE_COLUMNS,
+    CUDA_SYNC_COLUMNS,
+    Collectives,
+    CudaSyncs,
+    Iteration,
+    Lane,
+    LaneRole,
+    RankTrace,
+)
 
 # Bump when the parsed representation changes: old entries are then simply never looked up.
-LOADER_VERSION = "4"  # 4: SendRecv kernels issued by an all-to-all are ALL_TO_ALL
+LOADER_VERSION = "5"  # 5: one file per rank; cuda_sync args as columns
+
+MAGIC = b"LUMOSRK\x05"
+_PREFIX = struct.Struct("<8sQ")
+_ALIGN = 64
+_MAX_HEADER = 1 << 31  # a longer header is corrupt
 
 _ARRAYS = (
     "kind",
@@ -51,6 +77,7 @@ _ARRAYS = (
     "instant_name",
     "instant_ts",
 )
+_GROUPS = (("coll_", COLLECTIVE_COLUMNS), ("mem_", MEMORY_COLUMNS), ("sync_", CUDA_SYNC_COLUMNS))
 
 
 def cache_dir() -> Path:
@@ -65,15 +92,29 @@ def cache_key(path: Path) -> str:
 
 
 def entry_path(path: Path, root: Path | None = None) -> Path:
-    return (root or cache_dir()) / "ranks" / cache_key(path)
+    return (root or cache_dir()) / "ranks" / f"{cache_key(path)}.rank"
 
 
 def entry_exists(path: Path, root: Path | None = None) -> bool:
-    """Whether a complete entry for ``path`` is in the cache (it may still fail to load)."""
+    """Whether an entry for ``path`` is in the cache (it may still fail to load)."""
     try:
-        return (entry_path(path, root) / "meta.json").exists()
+        return entry_path(path, root).is_file()
     except OSError:
         return False
+
+
+def _align(n: int) -> int:
+    return -(-n // _ALIGN) * _ALIGN
+
+
+def _columns(rank: RankTrace) -> dict[str, np.ndarray]:
+    arrays: dict[str, np.ndarray] = {name: getattr(rank, name) for name in _ARRAYS}
+    syncs = rank.cuda_syncs if rank.cuda_syncs is not None else CudaSyncs.empty()
+    for prefix, cols in _GROUPS:
+        group = {"coll_": rank.collectives, "mem_": rank.memory, "sync_": syncs}[prefix]
+        for col in cols:
+            arrays[prefix + col] = getattr(group, col)
+    return {k: np.ascontiguousarray(v) for k, v in arrays.items()}
 
 
 def save(rank: RankTrace, path: Path, root: Path | None = None) -> None:
@@ -82,41 +123,106 @@ def save(rank: RankTrace, path: Path, root: Path | None = None) -> None:
     try:
         target = entry_path(path, root)
         target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(dir=target.parent, suffix=".tmp"))
-        arrays: dict[str, Any] = {name: getattr(rank, name) for name in _ARRAYS}
-        for col in COLLECTIVE_COLUMNS:
-            arrays[f"coll_{col}"] = getattr(rank.collectives, col)
-        for col in MEMORY_COLUMNS:
-            arrays[f"mem_{col}"] = getattr(rank.memory, col)
+        arrays = _columns(rank)
+        columns: dict[str, list[Any]] = {}
+        size = 0
         for name, arr in arrays.items():
-            np.save(tmp / f"{name}.npy", np.ascontiguousarray(arr), allow_pickle=False)
-        meta = {
-            "file": rank.file,
-            "strings": rank.strings,
-            "lanes": [
-                [ln.index, ln.is_gpu, ln.pid, ln.tid, ln.name, int(ln.role), ln.device, ln.stream]
-                for ln in rank.lanes
-            ],
-            "iterations": [
-                [it.name, it.step, it.cpu_start, it.cpu_end, it.gpu_start, it.gpu_end]
-                for it in rank.iterations
-            ],
-            "metadata": rank.metadata,
-            "raw_shift_ns": rank.raw_shift_ns,
-            "warnings": rank.warnings,
-            "columns": sorted(arrays),
-        }
-        # meta.json is written last: an entry without it is incomplete and never read.
-        (tmp / "meta.json").write_bytes(orjson.dumps(meta, option=orjson.OPT_NON_STR_KEYS))
-        if target.exists():
+            if arr.dtype.hasobject:
+                raise TypeError(f"column {name} holds Python objects")
+            size = _align(size)
+            columns[name] = [arr.dtype.str, list(arr.shape), size]
+            size += arr.nbytes
+        header = orjson.dumps(
+            {
+                "meta": {
+                    "file": rank.file,
+                    "strings": rank.strings,
+                    "lanes": [
+                        [ln.index, ln.is_gpu, ln.pid, ln.tid, ln.name, int(ln.role), ln.device, ln.stream]
+                        for ln in rank.lanes
+                    ],
+                    "iterations": [
+                        [it.name, it.step, it.cpu_start, it.cpu_end, it.gpu_start, it.gpu_end]
+                        for it in rank.iterations
+                    ],
+                    "metadata": rank.metadata,
+                    "raw_shift_ns": rank.raw_shift_ns,
+                    "warnings": rank.warnings,
+                },
+                "columns": columns,
+                "size": size,
+            },
+            option=orjson.OPT_NON_STR_KEYS,
+        )
+        fd, name = tempfile.mkstemp(dir=target.parent, suffix=".tmp")
+        tmp = Path(name)
+        with os.fdopen(fd, "wb") as f:
+            head = _PREFIX.pack(MAGIC, len(header)) + header
+            f.write(head + bytes(_align(len(head)) - len(head)))
+            pos = 0
+            for cname, arr in arrays.items():
+                off = columns[cname][2]
+                f.write(bytes(off - pos))
+                f.write(arr.data if arr.ndim else arr.tobytes())
+                pos = off + arr.nbytes
+        # The complete file appears under its name at once: a crash leaves only a stray .tmp.
+        if target.is_dir():  # never ours, but never in the way either
             shutil.rmtree(target, ignore_errors=True)
         os.replace(tmp, target)
         tmp = None
-    except (OSError, TypeError, ValueError):
+    except (OSError, TypeError, ValueError, BufferError):
         return
     finally:
         if tmp is not None:
-            shutil.rmtree(tmp, ignore_errors=True)
+            tmp.unlink(missing_ok=True)
+
+
+def read_header(entry: Path) -> tuple[dict[str, Any], int]:
+    """The header of an entry file and where its data region starts; ValueError if it is not one."""
+    with open(entry, "rb") as f:
+        prefix = f.read(_PREFIX.size)
+        if len(prefix) != _PREFIX.size:
+            raise ValueError("entry shorter than its prefix")
+        magic, n = _PREFIX.unpack(prefix)
+        if magic != MAGIC or n > _MAX_HEADER:
+            raise ValueError("not an entry of this version")
+        raw = f.read(n)
+        if len(raw) != n:
+            raise ValueError("entry header cut short")
+        header = orjson.loads(raw)
+        if not isinstance(header, dict):
+            raise ValueError("entry header is not an object")
+        data_start = _align(_PREFIX.size + n)
+        if os.fstat(f.fileno()).st_size != data_start + int(header["size"]):
+            raise ValueError("entry of the wrong size (cut short or appended to)")
+    return header, data_start
+
+
+def _views(entry: Path, header: dict[str, Any], data_start: int) -> dict[str, np.ndarray]:
+    """Every column as a view into one copy-on-write mapping of the entry."""
+    size = int(header["size"])
+    cols = header["columns"]
+    mapped = np.memmap(entry, np.uint8, mode="c") if size else None
+    out: dict[str, np.ndarray] = {}
+    for name, (dtype_str, shape, offset) in cols.items():
+        dtype = np.dtype(dtype_str)
+        if dtype.hasobject or dtype.kind not in "biuf":
+            raise ValueError(f"column {name}: unexpected dtype {dtype_str}")
+        shape = tuple(int(s) for s in shape)
+        offset = int(offset)
+        count = int(np.prod(shape, dtype=np.int64))
+        nbytes = count * dtype.itemsize
+        if min(shape, default=0) < 0 or offset < 0 or offset % _ALIGN or offset + nbytes > size:
+            raise ValueError(f"column {name} lies outside the entry")
+        if count == 0:
+            out[name] = np.zeros(shape, dtype)
+        elif name == "args_data":
+            # A mapping of its own: drop_pages may give all its pages back, which on a shared
+            # copy-on-write mapping would also throw away edits of the other columns.
+            out[name] = np.memmap(entry, dtype, mode="c", offset=data_start + offset, shape=shape)
+        else:
+            out[name] = np.ndarray(shape, dtype, buffer=mapped, offset=data_start + offset)
+    return out
 
 
 def load(path: Path, root: Path | None = None) -> RankTrace | None:
@@ -125,24 +231,17 @@ def load(path: Path, root: Path | None = None) -> RankTrace | None:
         target = entry_path(path, root)
     except OSError:
         return None
-    if not (target / "meta.json").exists():
+    if not target.exists():
         return None
     try:
-        meta = orjson.loads((target / "meta.json").read_bytes())
-        arrays = {}
-        for name in meta["columns"]:
-            f = target / f"{name}.npy"
-            # Copy-on-write mapping: pages are read when used, and in-place edits (the time shift
-            # applied when ranks are put on one time base) never write back into the cache.
-            arrays[name] = (
-                np.load(f, mmap_mode="c", allow_pickle=False)
-                if f.stat().st_size > 1 << 16
-                else np.load(f, allow_pickle=False)
-            )
+        header, data_start = read_header(target)
+        meta = header["meta"]
+        arrays = _views(target, header, data_start)
+        # A column missing from the header (an entry written without it) raises KeyError: the
+        # entry counts as corrupt, so it is deleted and the file parsed again.
         coll = Collectives(**{c: arrays.pop(f"coll_{c}") for c in COLLECTIVE_COLUMNS})
-        # An entry written before memory records were kept has no mem_* columns: the KeyError
-        # below makes it count as corrupt, so it is deleted and the file parsed again.
         memory = MemoryRecords(**{c: arrays.pop(f"mem_{c}") for c in MEMORY_COLUMNS})
+        syncs = CudaSyncs(**{c: arrays.pop(f"sync_{c}") for c in CUDA_SYNC_COLUMNS})
         lanes = [
             Lane(index=i, is_gpu=bool(g), pid=p, tid=t, name=n, role=LaneRole(r), device=d, stream=s)
             for i, g, p, t, n, r, d, s in meta["lanes"]
@@ -160,13 +259,18 @@ def load(path: Path, root: Path | None = None) -> RankTrace | None:
             raw_shift_ns=int(meta["raw_shift_ns"]),
             warnings=list(meta["warnings"]),
             memory=memory,
+            cuda_syncs=syncs,
             **{k: arrays[k] for k in _ARRAYS},
         )
         _check_shapes(rank)
         memory.check()
+        syncs.check(len(rank))
         return rank
     except Exception:  # any failure to read an entry means: rebuild it
-        shutil.rmtree(target, ignore_errors=True)
+        if target.is_dir():
+            shutil.rmtree(target, ignore_errors=True)
+        else:
+            target.unlink(missing_ok=True)
         return None
 
 

@@ -17,6 +17,7 @@ import numpy as np
 import orjson
 
 from lumos_core.errors import TraceError
+from lumos_core.trace.cuda_sync_args import extract_cuda_syncs
 from lumos_core.trace.kineto_schema import CATEGORY_KIND, FLOW_CATEGORY, FLOW_OTHER, GPU_LANE_KINDS
 from lumos_core.trace.memory import MEMORY_EVENT_NAME, MemoryColumns
 from lumos_core.trace.model import Collectives, Kind, Lane, RankTrace
@@ -429,6 +430,7 @@ def build_rank(cols: EventColumns, meta: dict[str, Any], path: str) -> RankTrace
         base_us, lane_ids, rank.start, rank.dur, rank.lane, rank.lane_begin, rank.parent,
         _MAX_SPAN_US, warnings,
     )  # fmt: skip
+    rank.cuda_syncs = extract_cuda_syncs(rank)
     return rank
 
 

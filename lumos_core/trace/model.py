@@ -213,6 +213,48 @@ COLLECTIVE_COLUMNS = (
 )
 
 
+class CudaSyncKind(IntEnum):
+    """What a ``cuda_sync`` event records (its ``cuda_sync_kind`` arg); the rest are ``OTHER``."""
+
+    OTHER = 0
+    STREAM_SYNC = 1  # "Stream Sync"
+    STREAM_WAIT_EVENT = 2  # "Stream Wait Event"
+
+
+@dataclass
+class CudaSyncs:
+    """One row per ``cuda_sync`` event of a rank: the args the graph's rules read, as columns.
+
+    ``wait_stream`` is the ``wait_on_stream`` arg of a stream-wait-event, valid where
+    ``wait_stream_known`` (absent or not a number: it names no stream); ``record_corr`` is
+    ``wait_on_cuda_event_record_corr_id`` (-1 absent or not an integer)."""
+
+    event: np.ndarray  # int32 event index
+    kind: np.ndarray  # int8 CudaSyncKind
+    wait_stream: np.ndarray  # int64
+    wait_stream_known: np.ndarray  # bool
+    record_corr: np.ndarray  # int64
+
+    def __len__(self) -> int:
+        return len(self.event)
+
+    @classmethod
+    def empty(cls) -> CudaSyncs:
+        i64 = np.zeros(0, np.int64)
+        return cls(np.zeros(0, np.int32), np.zeros(0, np.int8), i64, np.zeros(0, bool), i64)
+
+    def check(self, n_events: int) -> None:
+        """Raise ValueError unless the columns fit together and index events of the rank."""
+        n = len(self.event)
+        if any(getattr(self, c).ndim != 1 or len(getattr(self, c)) != n for c in CUDA_SYNC_COLUMNS) or (
+            n and not 0 <= int(self.event.min()) <= int(self.event.max()) < n_events
+        ):
+            raise ValueError("inconsistent cuda_sync columns")
+
+
+CUDA_SYNC_COLUMNS = ("event", "kind", "wait_stream", "wait_stream_known", "record_corr")
+
+
 @dataclass
 class RankTrace:
     """Everything Lumos keeps of one rank's trace file."""
@@ -255,6 +297,8 @@ class RankTrace:
     warnings: list[str] = field(default_factory=list)
     # --- the profiler's memory records ([memory] events; empty without profile_memory=True) ---
     memory: MemoryRecords = field(default_factory=MemoryRecords.empty)
+    # --- the args of its cuda_sync events the graph reads (None: not extracted, read from args) ---
+    cuda_syncs: CudaSyncs | None = None
 
     # ---- sizes and lookups ----
     def __len__(self) -> int:

@@ -1,33 +1,39 @@
-"""The ``cuda_sync`` events of a rank (``enable_cuda_sync_events=True``), decoded once per rank for
-the rules that read them (stream synchronize and stream-wait-event pairing)."""
+"""What the ``cuda_sync`` events of a rank (``enable_cuda_sync_events=True``) say, for the rules that
+read them (stream synchronize and stream-wait-event pairing): from the rank's cuda_sync columns,
+extracted when it was parsed (no per-event JSON is decoded here)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
-from lumos_core.trace.model import Kind, RankTrace
+from lumos_core.trace.cuda_sync_args import cuda_syncs_of
+from lumos_core.trace.model import CudaSyncKind, RankTrace
 
 
-@dataclass
-class CudaSyncEvents:
-    event: np.ndarray  # event index of each cuda_sync event
-    lane: list[int]
-    correlation: list[int]
-    args: list[dict]
+def stream_sync_lanes(t: RankTrace) -> dict[int, int]:
+    """correlation of a cudaStreamSynchronize -> its stream's lane ("Stream Sync" events; the last
+    one wins where a correlation repeats)."""
+    s = cuda_syncs_of(t)
+    ev = s.event[s.kind == CudaSyncKind.STREAM_SYNC]
+    return dict(zip(t.correlation[ev].tolist(), t.lane[ev].tolist()))
 
 
-_last: tuple[RankTrace, CudaSyncEvents] | None = None  # the last trace asked about, decoded
-
-
-def cuda_sync_events(t: RankTrace) -> CudaSyncEvents:
-    """Every cuda_sync event with its lane, correlation and args (the last rank's are kept, since
-    two rules of the same rank ask in a row)."""
-    global _last
-    if _last is not None and _last[0] is t:
-        return _last[1]
-    ev = np.flatnonzero(t.kind == Kind.CUDA_SYNC)
-    out = CudaSyncEvents(ev, t.lane[ev].tolist(), t.correlation[ev].tolist(), t.args_of_many(ev))
-    _last = (t, out)
-    return out
+def stream_wait_targets(t: RankTrace) -> dict[int, tuple[int, int, int]]:
+    """correlation of cudaStreamWaitEvent -> (waiting lane, recorded lane or -1, record correlation),
+    from "Stream Wait Event" events (the last one wins where a correlation repeats)."""
+    s = cuda_syncs_of(t)
+    rows = np.flatnonzero(s.kind == CudaSyncKind.STREAM_WAIT_EVENT)
+    if len(rows) == 0:
+        return {}
+    ev = s.event[rows]
+    lane = t.lane[ev]
+    device = np.asarray([ln.device for ln in t.lanes], np.int64)[lane]
+    stream, known = s.wait_stream[rows], s.wait_stream_known[rows]
+    src = np.full(len(rows), -1, np.int64)
+    # the stream waited on is the GPU lane of the same device with that stream id (the last such
+    # lane where two share the ids, as a dict keyed by them would keep)
+    lane_of_stream = {(ln.device, ln.stream): ln.index for ln in t.lanes if ln.is_gpu}
+    for (dev, st), idx in lane_of_stream.items():
+        src[known & (device == dev) & (stream == st)] = idx
+    triples = zip(lane.tolist(), src.tolist(), s.record_corr[rows].tolist())
+    return dict(zip(t.correlation[ev].tolist(), triples))

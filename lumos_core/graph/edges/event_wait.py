@@ -6,7 +6,7 @@ import numpy as np
 
 from lumos_core import jit
 from lumos_core.graph import kernels
-from lumos_core.graph.edges.cuda_sync import cuda_sync_events
+from lumos_core.graph.edges.cuda_sync import stream_wait_targets
 from lumos_core.graph.edges.edge_list import RankContext
 from lumos_core.graph.model import EdgeKind
 from lumos_core.graph.nodes import QUEUED_GAP_NS, RankNodes, launches_by_stream, previous_end_on_stream
@@ -278,14 +278,4 @@ def adjacent_record(t: RankTrace, wait: int, record_mask: np.ndarray) -> int:
 
 def stream_wait_sync_events(t: RankTrace) -> dict[int, tuple[int, int, int]]:
     """correlation of cudaStreamWaitEvent -> (waiting lane, recorded lane, record correlation)."""
-    out: dict[int, tuple[int, int, int]] = {}
-    lane_of_stream = {(ln.device, ln.stream): ln.index for ln in t.lanes if ln.is_gpu}
-    syncs = cuda_sync_events(t)
-    for lane, corr, a in zip(syncs.lane, syncs.correlation, syncs.args):
-        if a.get("cuda_sync_kind") != "Stream Wait Event":
-            continue
-        dev = t.lanes[lane].device
-        src = lane_of_stream.get((dev, a.get("wait_on_stream")), -1)
-        rec = a.get("wait_on_cuda_event_record_corr_id", -1)
-        out[corr] = (lane, src, int(rec) if isinstance(rec, int) else -1)
-    return out
+    return stream_wait_targets(t)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from lumos_core.graph.edges.cuda_sync import cuda_sync_events
+from lumos_core.graph.edges.cuda_sync import stream_sync_lanes
 from lumos_core.graph.edges.edge_list import RankContext
 from lumos_core.graph.model import EdgeKind
 from lumos_core.graph.nodes import launches_by_stream
@@ -76,12 +76,7 @@ def add_syncs(ctx: RankContext) -> None:
 
 def sync_event_streams(t: RankTrace) -> dict[int, int]:
     """correlation of a cudaStreamSynchronize -> its stream's lane, from ``cuda_sync`` events."""
-    out: dict[int, int] = {}
-    syncs = cuda_sync_events(t)
-    for lane, corr, args in zip(syncs.lane, syncs.correlation, syncs.args):
-        if args.get("cuda_sync_kind") == "Stream Sync":
-            out[corr] = lane
-    return out
+    return stream_sync_lanes(t)
 
 
 def previous_on_lane(t: RankTrace, event: int, name_mask: np.ndarray) -> int:
