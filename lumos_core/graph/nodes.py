@@ -91,15 +91,16 @@ def launches_by_stream(t: RankTrace, rn: RankNodes) -> tuple[np.ndarray, np.ndar
     return nodes, t.start[launch[ok]][order], t.lane[launch[ok]][order], t.lane[ev[ok]][order]
 
 
+# Kind (int8) -> is a GPU activity: a table look-up (indices of int8 values wrap like int8 does)
+_IS_ACTIVITY = np.zeros(256, bool)
+_IS_ACTIVITY[[int(k) for k in GPU_ACTIVITY_KINDS]] = True
+
+
 def previous_end_on_stream(t: RankTrace, events: np.ndarray) -> np.ndarray:
     """Measured end of the activity before each of ``events`` on its stream (0 for the first)."""
-    out = np.zeros(len(events), np.int64)
-    act = np.isin(t.kind, GPU_ACTIVITY_KINDS)
-    for lane in np.unique(t.lane[events]).tolist():
-        sl = t.lane_slice(lane)
-        idx = np.arange(sl.start, sl.stop)[act[sl]]
-        ends = t.start[idx] + t.dur[idx]
-        pos = np.searchsorted(idx, events[t.lane[events] == lane])
-        prev = np.where(pos > 0, ends[np.maximum(pos - 1, 0)], 0)
-        out[t.lane[events] == lane] = prev
-    return out
+    events = np.asarray(events, np.int64)
+    act = np.flatnonzero(_IS_ACTIVITY[t.kind])  # grouped by lane, in time order
+    pos = np.searchsorted(act, events) - 1  # the last activity before each event, on any lane
+    prev = act[np.maximum(pos, 0)] if len(act) else np.zeros(len(events), np.int64)
+    mine = (pos >= 0) & (prev >= t.lane_begin[t.lane[events]])  # ... on the event's own lane
+    return np.where(mine, t.start[prev] + t.dur[prev], 0).astype(np.int64)

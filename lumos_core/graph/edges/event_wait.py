@@ -6,7 +6,7 @@ import numpy as np
 
 from lumos_core import jit
 from lumos_core.graph import kernels
-from lumos_core.graph.edges.cuda_sync import stream_wait_targets
+from lumos_core.graph.edges.cuda_sync import find_sorted, last_by_key, stream_wait_targets, stream_waits
 from lumos_core.graph.edges.edge_list import RankContext
 from lumos_core.graph.model import EdgeKind
 from lumos_core.graph.nodes import QUEUED_GAP_NS, RankNodes, launches_by_stream, previous_end_on_stream
@@ -76,14 +76,16 @@ def with_waits_recorded_over(
     # waits sorted by (held stream, wait time), to find those into a stream within a time range
     order = np.lexsort((wait_ts, into))
     key_lane, key_ts = into[order], wait_ts[order]
-    seen = set(zip(src.tolist(), dst.tolist()))
+    # a pair (a, b) of launch indices as one number, ordered as the pairs are
+    width = len(launch_nodes)
+    seen = np.unique(src * width + dst)
     new_src, new_dst, new_cap = src, dst, rec_ts
     for _ in range(4):
         lane_a = stream_lane[new_src]
         lo_key = np.searchsorted(key_lane, lane_a, "left")
         hi_key = np.searchsorted(key_lane, lane_a, "right")
-        lo = np.maximum(lo_key, _search_in(key_lane, key_ts, lane_a, launch_ts[new_src], "right"))
-        hi = np.minimum(hi_key, _search_in(key_lane, key_ts, lane_a, new_cap, "left"))
+        lo = np.maximum(lo_key, search_in_lanes(key_lane, key_ts, lane_a, launch_ts[new_src], "right"))
+        hi = np.minimum(hi_key, search_in_lanes(key_lane, key_ts, lane_a, new_cap, "left"))
         n = np.maximum(hi - lo, 0)
         if not n.any():
             break
@@ -91,19 +93,14 @@ def with_waits_recorded_over(
         first = np.repeat(lo - np.cumsum(n) + n, n) + np.arange(int(n.sum()))
         via = order[first]  # the wait recorded over
         cand_src, cand_dst, cand_cap = src[via], new_dst[pair], new_cap[pair]
-        keep = np.asarray(
-            [
-                stream_lane[a] != stream_lane[b] and (a, b) not in seen
-                for a, b in zip(cand_src.tolist(), cand_dst.tolist())
-            ],
-            bool,
-        )
-        cand_src, cand_dst, cand_cap = cand_src[keep], cand_dst[keep], cand_cap[keep]
-        if len(cand_src) == 0:
+        cand_key = cand_src * width + cand_dst
+        keep = (stream_lane[cand_src] != stream_lane[cand_dst]) & (find_sorted(seen, cand_key) < 0)
+        cand_key, cand_cap = cand_key[keep], cand_cap[keep]
+        if len(cand_key) == 0:
             break
-        uniq, first_of = np.unique(np.stack([cand_src, cand_dst]), axis=1, return_index=True)
-        cand_src, cand_dst, cand_cap = uniq[0], uniq[1], cand_cap[first_of]
-        seen.update(zip(cand_src.tolist(), cand_dst.tolist()))
+        uniq, first_of = np.unique(cand_key, return_index=True)  # first of each pair, pairs in order
+        cand_src, cand_dst, cand_cap = uniq // width, uniq % width, cand_cap[first_of]
+        seen = np.union1d(seen, uniq)
         gap = np.clip(act_start[cand_dst] - act_end[cand_src], 0, QUEUED_GAP_NS)
         src, dst, lag = (
             np.concatenate([src, cand_src]),
@@ -114,10 +111,21 @@ def with_waits_recorded_over(
     return src, dst, lag
 
 
-def _search_in(
+def search_in_lanes(
     key_lane: np.ndarray, key_ts: np.ndarray, lane: np.ndarray, ts: np.ndarray, side: str
 ) -> np.ndarray:
-    """Per query: the position of ``ts`` among the waits into ``lane`` (keys sorted by lane, then time)."""
+    """Per query: the position of ``ts`` among the waits into ``lane`` (keys sorted by lane, then time).
+
+    (lane, time) becomes one sortable number, lane * span + time, where the span covers every time
+    involved; a loop over lanes where that would not fit in 63 bits."""
+    if len(key_ts) == 0 or len(ts) == 0:
+        return np.searchsorted(key_lane, lane, side).astype(np.int64)  # type: ignore[no-any-return]
+    lo = min(int(key_ts.min()), int(ts.min()))
+    span = max(int(key_ts.max()), int(ts.max())) - lo + 1
+    top = max(int(key_lane.max()), int(lane.max())) + 1
+    if min(int(key_lane.min()), int(lane.min())) >= 0 and top * span < 2**62:
+        keys = key_lane.astype(np.int64) * span + (key_ts - lo)
+        return np.searchsorted(keys, lane.astype(np.int64) * span + (ts - lo), side).astype(np.int64)  # type: ignore[no-any-return]
     out = np.empty(len(lane), np.int64)
     for ln in np.unique(lane).tolist():
         q = lane == ln
@@ -140,23 +148,25 @@ def event_wait_pairs(
     launch_end = t.start[launch_of] + t.dur[launch_of]
     record_mask = t.names_matching(lambda s: s in EVENT_RECORD_CALLS)
     wait_mask = t.names_matching(lambda s: s in STREAM_WAIT_CALLS)
-    exact = stream_wait_sync_events(t)
-    rec_ev = np.flatnonzero(record_mask[t.name] & (t.kind == Kind.RUNTIME))
-    record_by_corr = dict(zip(t.correlation[rec_ev].tolist(), rec_ev.tolist()))
     m = len(waits)
     has_exact = np.zeros(m, bool)
     exact_dest = np.full(m, -1, np.int32)
     exact_src = np.full(m, -1, np.int32)
     exact_rec_ts = np.zeros(m, np.int64)
     exact_has_rec = np.zeros(m, bool)
-    infos = [exact.get(c) for c in t.correlation[waits].tolist()] if exact else []
-    sel = np.asarray([i for i, x in enumerate(infos) if x is not None], np.int64)
+    exact = stream_waits(t)
+    row = exact.find(t.correlation[waits])
+    sel = np.flatnonzero(row >= 0)
     if len(sel):
-        trip = np.asarray([infos[i] for i in sel.tolist()], np.int64).reshape(-1, 3)
+        row = row[sel]
         has_exact[sel] = True
-        exact_dest[sel] = trip[:, 0]
-        exact_src[sel] = trip[:, 1]
-        rec = np.asarray([record_by_corr.get(c, -1) for c in trip[:, 2].tolist()], np.int64)
+        exact_dest[sel] = exact.dest[row]
+        exact_src[sel] = exact.src[row]
+        # the record call of each wait by correlation (the last one where a correlation repeats)
+        rec_ev = np.flatnonzero(record_mask[t.name] & (t.kind == Kind.RUNTIME))
+        rec_corr, rec_last = last_by_key(t.correlation[rec_ev])
+        at = find_sorted(rec_corr, exact.record_corr[row])
+        rec = np.where(at >= 0, rec_ev[rec_last[np.maximum(at, 0)]] if len(rec_ev) else -1, -1)
         starts = np.asarray(t.start)
         ok = rec >= 0
         ok[ok] = starts[rec[ok]] <= starts[waits[sel[ok]]]  # never a record issued after the wait
