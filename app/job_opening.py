@@ -1,8 +1,12 @@
 """Opening jobs in the main window: a folder, a file, dropped files, a recent path or the demo job,
 each loaded on a :class:`~app.jobs.BackgroundTask` with progress, cancel and per-file status.
 
-:class:`JobOpening` is one part of :class:`~app.main_window.MainWindow`. Each load gets a new token;
-news from any other token is ignored, so opening B while A is still loading can never show A.
+A load has two steps, each on its own task: the lanes (:func:`~app.loaded_job.prepare_lanes`),
+shown as soon as they are ready, then the summaries (:func:`~app.loaded_job.summarise_job`),
+started once the lanes are painted so they do not compete with the first paint; ``job_loaded`` is
+emitted when both are in. :class:`JobOpening` is one part of :class:`~app.main_window.MainWindow`.
+Each load gets a new token; news from any other token is ignored, so opening B while A is still
+loading can never show A.
 """
 
 from __future__ import annotations
@@ -15,14 +19,14 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import Signal
+from PySide6.QtCore import QTimer, Signal
 from PySide6.QtGui import QDragEnterEvent, QDropEvent
 from PySide6.QtWidgets import QFileDialog, QLabel, QProgressBar, QPushButton
 
 from app import settings
 from app.demo_source import DEMO_UNAVAILABLE, demo_generator
 from app.jobs import BackgroundTask
-from app.loaded_job import LoadedJob, prepare_job
+from app.loaded_job import JobSummaries, LoadedJob, prepare_lanes, summarise_job
 from app.panels.summary_panes import SummaryPanes
 from app.window_chrome import Banner
 from lumos_core.trace.loader import TRACE_SUFFIXES
@@ -44,16 +48,26 @@ class JobOpening:
     last_error: str | None = None
     _token = 0
     _open_started = 0.0
+    _task_serial = 0
 
     if TYPE_CHECKING:  # provided by the main window
 
-        def set_loaded(self, loaded: LoadedJob) -> None: ...
+        def show_lanes(self, loaded: LoadedJob) -> None: ...
+        def show_summaries(self, loaded: LoadedJob) -> None: ...
         def refresh_recent(self) -> None: ...
+
+    # the summaries start at the first paint of the lanes, or after this long if no paint comes
+    # (a hidden or minimised window)
+    SUMMARY_START_MS = 300
 
     def init_job_opening(self) -> None:
         self.timings: dict[str, float] = {}
-        self._tasks: dict[int, BackgroundTask] = {}
+        self._tasks: dict[int, BackgroundTask] = {}  # by serial number; task.token is the job's
         self._drop_dirs: list[tempfile.TemporaryDirectory[str]] = []
+        self._awaiting_summary: tuple[int, LoadedJob] | None = None
+        self._summary_timer = QTimer()
+        self._summary_timer.setSingleShot(True)
+        self._summary_timer.timeout.connect(self.start_summaries)
 
     # ------------------------------------------------------------------ asking
     def ask_open_folder(self) -> None:
@@ -76,7 +90,7 @@ class JobOpening:
     def open_path(self, path: str | Path) -> int:
         """Start loading ``path`` (folder or file) in the background; returns the job token."""
         path = str(path)
-        return self._start(partial(prepare_job, path), path, f"Opening {path}…")
+        return self._start(partial(prepare_lanes, path), path, f"Opening {path}…")
 
     def open_demo(self) -> int:
         make = demo_generator()
@@ -88,7 +102,7 @@ class JobOpening:
             progress: Callable[[float, str], None], on_file: Callable[[str, str, str], None]
         ) -> LoadedJob:
             folder = make(lambda f, m: progress(0.3 * f, f"generating the demo job: {m}"))
-            lj = prepare_job(str(folder), lambda f, m: progress(0.3 + 0.7 * f, m), on_file)
+            lj = prepare_lanes(str(folder), lambda f, m: progress(0.3 + 0.7 * f, m), on_file)
             lj.display_name = "Lumos demo job"
             return lj
 
@@ -103,14 +117,9 @@ class JobOpening:
         self.last_error = None
         self._open_started = time.perf_counter()
         self.timings = {}
-        task = BackgroundTask(fn, token)
-        task.progressed.connect(self._on_progress)
-        task.file_status.connect(self._on_file_status)
-        task.succeeded.connect(self._on_loaded)
-        task.failed.connect(self._on_failed)
-        task.cancelled.connect(self._on_cancelled)
-        task.finished.connect(self._on_task_finished)
-        self._tasks[token] = task
+        self._awaiting_summary = None
+        self._summary_timer.stop()
+        self._start_task(fn, token, self._on_loaded)
         self.summaries.start_load()
         self.summaries.setCurrentWidget(self.summaries.files_tab)  # per-file status while loading
         self.banner.hide()
@@ -119,19 +128,51 @@ class JobOpening:
         self.progress.show()
         self.cancel_button.show()
         self.cancel_button.setEnabled(True)
-        task.start()
         return token
 
+    def _start_task(self, fn: Callable[..., object], token: int, on_success: Callable[..., None]) -> None:
+        task = BackgroundTask(fn, token)
+        task.progressed.connect(self._on_progress)
+        task.file_status.connect(self._on_file_status)
+        task.succeeded.connect(on_success)
+        task.failed.connect(self._on_failed)
+        task.cancelled.connect(self._on_cancelled)
+        self._task_serial += 1
+        task.finished.connect(partial(self._on_task_finished, self._task_serial))
+        self._tasks[self._task_serial] = task
+        task.start()
+
+    def start_summaries(self) -> None:
+        """Start summarising the job whose lanes are shown (once; at its first paint or after
+        :attr:`SUMMARY_START_MS`)."""
+        self._summary_timer.stop()
+        pending, self._awaiting_summary = self._awaiting_summary, None
+        if pending is None or pending[0] != self._token:
+            return
+        token, loaded = pending
+        self._start_task(
+            lambda progress, _on_file: summarise_job(loaded, progress),
+            token,
+            partial(self._on_summarised, loaded),
+        )
+
     def cancel_load(self) -> None:
-        task = self._tasks.get(self._token)
-        if task is not None:
+        tasks = [t for t in self._tasks.values() if t.token == self._token]
+        if self._awaiting_summary is not None:  # lanes shown, summaries not started: never start them
+            self._awaiting_summary = None
+            self._summary_timer.stop()
+            self.status_label.setText("Loading cancelled (summaries not computed).")
+            self._loading_done(self._token)
+            self.load_cancelled.emit()
+        for task in tasks:
             task.cancel()
             self.cancel_button.setEnabled(False)
             self.status_label.setText("Cancelling…")
 
     @property
     def is_loading(self) -> bool:
-        return self._token in self._tasks
+        """A load of the newest job is running (its lanes or its summaries)."""
+        return self._awaiting_summary is not None or any(t.token == self._token for t in self._tasks.values())
 
     def seconds_since_open(self) -> float:
         """Seconds since the newest open request."""
@@ -145,11 +186,13 @@ class JobOpening:
 
     def stop_loads(self, timeout_ms: int) -> None:
         """Cancel and wait for every load."""
+        self._awaiting_summary = None
+        self._summary_timer.stop()
         for task in list(self._tasks.values()):
             task.cancel()
-        for token, task in list(self._tasks.items()):
+        for serial, task in list(self._tasks.items()):
             task.wait(timeout_ms)
-            self._tasks.pop(token, None)
+            self._tasks.pop(serial, None)
 
     def remove_drop_folders(self) -> None:
         """Remove the folders made for dropped files (their links only; the traces stay)."""
@@ -172,10 +215,25 @@ class JobOpening:
         if token != self._token:
             return  # a newer load was started: this result is stale
         self.timings["load_s"] = self.seconds_since_open()
-        self.set_loaded(loaded)
+        self.show_lanes(loaded)
         if loaded.path and self.loading_path != "demo":
             settings.remember_path(loaded.path)
             self.refresh_recent()
+        self.status_label.setText("Summarising…")
+        self._awaiting_summary = (token, loaded)
+        self._summary_timer.start(self.SUMMARY_START_MS)
+
+    def lanes_painted(self) -> None:
+        """The lanes of the newest job were painted: its summaries may start."""
+        if self._awaiting_summary is not None:
+            QTimer.singleShot(0, self.start_summaries)  # after this paint has returned
+
+    def _on_summarised(self, loaded: LoadedJob, token: int, summaries: JobSummaries) -> None:
+        if token != self._token:
+            return  # stale
+        loaded.apply(summaries)
+        self.timings["summaries_s"] = self.seconds_since_open()
+        self.show_summaries(loaded)
         self.job_loaded.emit(loaded)
 
     def _on_failed(self, token: int, message: str) -> None:
@@ -191,11 +249,15 @@ class JobOpening:
         self.status_label.setText("Loading cancelled.")
         self.load_cancelled.emit()
 
-    def _on_task_finished(self, token: int) -> None:
-        task = self._tasks.pop(token, None)
+    def _on_task_finished(self, serial: int, token: int) -> None:
+        task = self._tasks.pop(serial, None)
         if task is not None:
             task.wait()
             task.deleteLater()
+        if not self.is_loading:
+            self._loading_done(token)
+
+    def _loading_done(self, token: int) -> None:
         if token == self._token:
             self.progress.hide()
             self.cancel_button.hide()

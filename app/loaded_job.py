@@ -1,7 +1,12 @@
-"""Everything the window shows about one job, prepared off the GUI thread in one go.
+"""Everything the window shows about one job, prepared off the GUI thread in two steps.
 
-:func:`prepare_job` is what the loading worker runs: the core loader, then the per-rank drawing
-tables and the summary tables, so the GUI thread only has to hand ready arrays to the widgets.
+:func:`prepare_lanes` is what the loading worker runs first: the core loader, the per-rank drawing
+tables, the overview index and what decides the first picture (iteration marks, the inferred
+configuration that groups the ranks, the stragglers that represent their groups). The window shows
+the lanes as soon as that is ready; :func:`summarise_job` then computes the summary tables (top
+kernels, collectives, clocks, operators, GPU idle time) on a worker while the user looks at them,
+and the window hands them over with :meth:`LoadedJob.apply`. :func:`prepare_job` does both in one go
+(for callers that want everything at once). The GUI thread only hands ready arrays to the widgets.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from lumos_core.trace.kernel_families import event_families
 from lumos_core.trace.loader import load_job
 from lumos_core.trace.memory_summary import DeviceMemory, rank_memory
 from lumos_core.trace.model import Job
+from lumos_core.trace.operator_stats import OperatorStat, operator_table
 from lumos_core.whatif.baseline import infer_baseline
 from lumos_core.whatif.config import Baseline
 
@@ -59,6 +65,8 @@ class LoadedJob:
     graph: ExecutionGraph | None = None  # the execution graph built for it (reused by the what-ifs)
     stragglers: StragglerReport | None = None  # ranks late at their collectives or iterations
     activity: list[RankActivity] | None = None  # per rank: GPU busy time by class (the overview strip)
+    operators: list[OperatorStat] | None = None  # CPU operators of all ranks, by host self time
+    summarised: bool = False  # the summaries of :func:`summarise_job` are in (else only the lanes)
 
     @property
     def title(self) -> str:
@@ -70,22 +78,66 @@ class LoadedJob:
     def n_tasks(self) -> int:
         return sum(len(t) for t in self.tables)
 
+    def apply(self, summaries: JobSummaries) -> None:
+        """Take the summaries computed by :func:`summarise_job` (on the GUI thread, so a widget never
+        sees a half-filled job)."""
+        self.collectives = summaries.collectives
+        self.kernels = summaries.kernels
+        self.clocks = summaries.clocks
+        self.operators = summaries.operators
+        self.idle, self.idle_error, self.graph = summaries.idle, summaries.idle_error, summaries.graph
+        self.summarised = True
+
+
+@dataclass
+class JobSummaries:
+    """The summary tables of a job, computed after its lanes are shown (see the module docstring)."""
+
+    collectives: list[CollectiveStat]
+    kernels: list[KernelStat]
+    clocks: list[ClockStat]
+    operators: list[OperatorStat]
+    idle: IdleReport | None
+    idle_error: str
+    graph: ExecutionGraph | None
+    seconds: float
+
 
 def prepare_job(
     path: str,
     progress: Callable[[float, str], None],
     on_file: Callable[[str, str, str], None] | None = None,
 ) -> LoadedJob:
-    """Load ``path`` and build what the window needs (runs on a worker thread)."""
+    """Load ``path`` and build everything the window shows: lanes and summaries (on a worker)."""
+    loaded = prepare_lanes(path, scaled(progress, 0.0, 0.9), on_file)
+    loaded.apply(summarise_job(loaded, scaled(progress, 0.9, 1.0)))
+    return loaded
+
+
+def prepare_lanes(
+    path: str,
+    progress: Callable[[float, str], None],
+    on_file: Callable[[str, str, str], None] | None = None,
+) -> LoadedJob:
+    """Load ``path`` and build what the timeline's first picture needs (runs on a worker thread)."""
     t0 = time.perf_counter()
     job = load_job(path, progress=scaled(progress, 0.0, 0.85), on_file=on_file)
-    return prepare_loaded(path, job, progress, t0)
+    return lanes_of(path, job, progress, t0)
 
 
 def prepare_loaded(
     path: str, job: Job, progress: Callable[[float, str], None], t0: float | None = None
 ) -> LoadedJob:
     """Drawing tables and summaries of an already loaded job."""
+    loaded = lanes_of(path, job, scaled(progress, 0.0, 0.9), t0)
+    loaded.apply(summarise_job(loaded, scaled(progress, 0.9, 1.0)))
+    return loaded
+
+
+def lanes_of(
+    path: str, job: Job, progress: Callable[[float, str], None], t0: float | None = None
+) -> LoadedJob:
+    """Drawing tables of an already loaded job, and what decides how they are first shown."""
     t0 = time.perf_counter() if t0 is None else t0
     families, tables = [], []
     n = len(job.ranks)
@@ -93,18 +145,13 @@ def prepare_loaded(
         fam = event_families(rank)
         families.append(fam)
         tables.append(build_row_table(rank, fam))
-        progress(0.85 + 0.08 * (k + 1) / n, f"arranged rank {rank.rank}")
-    progress(0.94, "summarising iterations and collectives")
+        progress(0.85 + 0.1 * (k + 1) / n, f"arranged rank {rank.rank}")
+    progress(0.96, "finding iterations and stragglers")
     iterations = iteration_table(job)
-    collectives = collectives_table(job)
-    kernels = top_kernels(job, None, limit=None)
-    clocks = clock_table(job)
     stragglers = find_stragglers(job)
     activity = activity_index(job.ranks, tables)
     memory = [rank_memory(rank) for rank in job.ranks]
-    progress(0.95, "attributing GPU idle time")
-    idle, idle_error, graph = job_idle(job)
-    progress(0.97, "inferring the traced configuration")
+    progress(0.98, "inferring the traced configuration")
     baseline, baseline_error = infer_job_baseline(job)
     progress(1.0, f"loaded {n} rank(s)")
     return LoadedJob(
@@ -113,18 +160,41 @@ def prepare_loaded(
         families=families,
         tables=tables,
         iterations=iterations,
-        collectives=collectives,
-        kernels=kernels,
-        clocks=clocks,
+        collectives=[],
+        kernels=[],
+        clocks=[],
         load_s=time.perf_counter() - t0,
         baseline=baseline,
         baseline_error=baseline_error,
         memory=memory,
+        stragglers=stragglers,
+        activity=activity,
+    )
+
+
+def summarise_job(loaded: LoadedJob, progress: Callable[[float, str], None]) -> JobSummaries:
+    """The summary tables of a job whose lanes are shown (runs on a worker thread; reads the job,
+    changes nothing: hand the result over with :meth:`LoadedJob.apply`)."""
+    t0 = time.perf_counter()
+    job = loaded.job
+    progress(0.0, "summarising collectives")
+    collectives = collectives_table(job)
+    progress(0.3, "summarising kernels and operators")
+    kernels = top_kernels(job, None, limit=None)
+    clocks = clock_table(job)
+    operators = operator_table(job, None)
+    progress(0.6, "attributing GPU idle time")
+    idle, idle_error, graph = job_idle(job)
+    progress(1.0, "summaries ready")
+    return JobSummaries(
+        collectives=collectives,
+        kernels=kernels,
+        clocks=clocks,
+        operators=operators,
         idle=idle,
         idle_error=idle_error,
         graph=graph,
-        stragglers=stragglers,
-        activity=activity,
+        seconds=time.perf_counter() - t0,
     )
 
 

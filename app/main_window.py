@@ -32,7 +32,7 @@ from PySide6.QtWidgets import (
 from app import settings
 from app.job_opening import JobOpening
 from app.loaded_job import LoadedJob
-from app.panels.details_panel import DetailsPanel
+from app.panels.details_panel import DetailsPanel, describe_event
 from app.panels.export import export_png, export_svg
 from app.panels.summary_panes import SummaryPanes
 from app.theme import LIGHT, THEMES, Theme, apply_palette
@@ -41,6 +41,14 @@ from app.timeline.timeline_view import Hit, TimelineView
 from app.whatif.workbench import WhatIfWorkbench
 from app.window_chrome import Banner, LegendBar, WelcomePage
 from app.window_menus import WindowMenus
+
+
+def status_text(loaded: LoadedJob, load_s: float) -> str:
+    """The status bar's line about a loaded job."""
+    job = loaded.job
+    return f"{len(job.ranks)} rank(s), {loaded.n_tasks:,} tasks, loaded in {load_s:.2f} s" + (
+        " · SYNTHETIC job (lumos synth): its times are Lumos's own models" if job.is_synthetic else ""
+    )
 
 
 class MainWindow(JobOpening, WindowMenus, QMainWindow):
@@ -153,12 +161,26 @@ class MainWindow(JobOpening, WindowMenus, QMainWindow):
 
     # ------------------------------------------------------------------ showing a job
     def set_loaded(self, loaded: LoadedJob) -> None:
+        """Show a job whose lanes and summaries are both prepared (:func:`~app.loaded_job.prepare_job`)."""
+        self.show_lanes(loaded)
+        self.show_summaries(loaded)
+
+    def show_lanes(self, loaded: LoadedJob) -> None:
+        """The timeline of a new job; its summaries follow (:meth:`show_summaries`). What showed the
+        previous job is emptied, so nothing of it can be mistaken for the new one meanwhile."""
         self.loaded = loaded
         self.pages.setCurrentWidget(self.workspace)
         self.workspace.setCurrentWidget(self.timeline_page)
         self.details.show_nothing()
+        if self.workbench.loaded is not None and self.workbench.loaded is not loaded:
+            # drop the previous job's what-ifs now (a replay finishing later must not draw over the
+            # new lanes); a session being reopened keeps its scenarios for the new job
+            session = self.workbench.pending_session
+            self.workbench.set_job(None)
+            self.workbench.pending_session = session
+        if self.summaries.loaded is not loaded:
+            self.summaries.set_job(None)
         self.timeline.set_job(loaded)
-        self.summaries.set_job(loaded)
         # every family drawn somewhere in this job, GPU families first (the enum's order)
         present = sorted({int(f) for fam in loaded.families for f in np.unique(fam)})
         self.legend.set_families(present)
@@ -168,10 +190,7 @@ class MainWindow(JobOpening, WindowMenus, QMainWindow):
             self.iteration_combo.addItem(name)
         self.setWindowTitle(f"Lumos — {loaded.title}")
         job = loaded.job
-        self.status_label.setText(
-            f"{len(job.ranks)} rank(s), {loaded.n_tasks:,} tasks, loaded in {self.timings.get('load_s', loaded.load_s):.2f} s"
-            + (" · SYNTHETIC job (lumos synth): its times are Lumos's own models" if job.is_synthetic else "")
-        )
+        self.status_label.setText(status_text(loaded, self.timings.get("load_s", loaded.load_s)))
         self.summaries.setCurrentIndex(0)
         # a JSON file that is no trace at all (a run's config.json) is listed in Files, not a failure
         failed = [s for s in job.skipped if not s.not_a_trace]
@@ -193,6 +212,17 @@ class MainWindow(JobOpening, WindowMenus, QMainWindow):
         self.warnings_button.setVisible(bool(warnings))
         self.search_box.clear()
         self.match_label.setText("")
+
+    def show_summaries(self, loaded: LoadedJob) -> None:
+        """The summary panes, the timeline's idle marks and the what-if workbench of the job whose
+        lanes are shown, once its summaries are in."""
+        if loaded is not self.loaded:
+            return
+        self.timeline.set_summaries(loaded)
+        self.summaries.set_job(loaded)
+        self.status_label.setText(status_text(loaded, self.timings.get("load_s", loaded.load_s)))
+        if any(not s.not_a_trace for s in loaded.job.skipped):
+            self.summaries.setCurrentWidget(self.summaries.files_tab)
         self.workbench.set_job(loaded, demo=self.loading_path == "demo")
 
     def show_files_tab(self) -> None:
@@ -203,6 +233,9 @@ class MainWindow(JobOpening, WindowMenus, QMainWindow):
     def _on_selection(self, hit: Hit | None) -> None:
         if hit is None or self.loaded is None:
             self.details.show_nothing()
+            return
+        if self.workbench.loaded is not self.loaded:  # lanes shown, summaries (and what-ifs) to come
+            self.details.show_details(describe_event(self.loaded, hit.rank_index, hit.event))
             return
         self.details.show_details(self.workbench.describe_hit(hit))
 
@@ -222,6 +255,7 @@ class MainWindow(JobOpening, WindowMenus, QMainWindow):
     def _on_first_paint(self, _paint_s: float) -> None:
         self.timings["first_paint_s"] = self.seconds_since_open()
         self.first_painted.emit(self.timings["first_paint_s"])
+        self.lanes_painted()
 
     def apply_theme(self, theme: Theme) -> None:
         """Re-theme every pane (the one place that does)."""

@@ -16,6 +16,7 @@ from PySide6.QtGui import QDropEvent
 from app import settings
 from app.jobs import BackgroundTask
 from app.theme import FAMILY_HEX
+from app.timeline.hit import Hit
 from lumos_core.errors import Cancelled, TraceError
 from lumos_core.trace.kernel_families import Family
 
@@ -188,6 +189,76 @@ def test_the_demo_opens_as_a_synthetic_job(window, qtbot) -> None:
     img = window.grab().toImage()
     assert color_pixels(img, FAMILY_HEX[Family.GEMM]) > 1000
     assert color_pixels(img, FAMILY_HEX[Family.NCCL_ALL_REDUCE]) > 100  # tensor-parallel all-reduces
+
+
+def test_lanes_are_shown_before_the_summaries_which_follow_on_a_worker(window, qtbot, monkeypatch) -> None:
+    import app.job_opening as job_opening
+
+    events: list[tuple[str, object]] = []
+    real = job_opening.summarise_job
+
+    def summarise(loaded, progress):  # type: ignore[no-untyped-def]
+        events.append(("summarise", threading.current_thread() is threading.main_thread()))
+        return real(loaded, progress)
+
+    monkeypatch.setattr(job_opening, "summarise_job", summarise)
+    window.first_painted.connect(lambda _s: events.append(("painted", window.loaded.summarised)))
+    with qtbot.waitSignal(window.job_loaded, timeout=LOAD_TIMEOUT_MS) as blocker:
+        window.open_demo()
+    lj = blocker.args[0]
+    # the lanes were painted with the summaries still to come; those ran after, off the GUI thread
+    assert events == [("painted", False), ("summarise", False)]
+    assert lj.summarised and lj.collectives and lj.kernels and lj.operators
+    assert window.summaries.loaded is lj and window.workbench.loaded is lj
+    assert window.summaries.iterations.model.rowCount() == len(lj.iterations) > 0
+    qtbot.waitUntil(lambda: not window.is_loading, timeout=LOAD_TIMEOUT_MS)
+    assert not window.progress.isVisible()
+
+
+def test_a_newer_load_drops_the_stale_summaries_and_cancel_keeps_the_lanes(
+    window, qtbot, monkeypatch
+) -> None:
+    import app.job_opening as job_opening
+
+    real = job_opening.summarise_job
+    slow_first = threading.Event()
+
+    def summarise(loaded, progress):  # type: ignore[no-untyped-def]
+        if not slow_first.is_set():  # the first job's summaries take a while (cancel ends them)
+            slow_first.set()
+            for k in range(20_000):
+                progress(k / 20_000, "summarising slowly")
+                time.sleep(0.001)
+        return real(loaded, progress)
+
+    monkeypatch.setattr(job_opening, "summarise_job", summarise)
+    loaded: list = []
+    window.job_loaded.connect(loaded.append)
+    with qtbot.waitSignal(window.first_painted, timeout=LOAD_TIMEOUT_MS):
+        window.open_demo()
+    first = window.loaded
+    qtbot.waitUntil(slow_first.is_set, timeout=LOAD_TIMEOUT_MS)
+    assert window.is_loading and not first.summarised
+    # selecting a task before the summaries are in still describes it
+    event = int(first.tables[0].event[0])
+    window.timeline.select(Hit(0, event))
+    assert first.job.ranks[0].name_of(event) in window.details.toPlainText()
+    window.open_demo()  # a newer job while the first one's summaries run
+    qtbot.waitUntil(lambda: bool(loaded) and not window.is_loading, timeout=LOAD_TIMEOUT_MS)
+    qtbot.wait(50)
+    assert len(loaded) == 1 and loaded[0] is window.loaded and loaded[0] is not first
+    assert not first.summarised  # its summaries were never handed over
+
+    # cancelling while the summaries run leaves the lanes shown and the window usable
+    slow_first.clear()
+    with qtbot.waitSignal(window.load_cancelled, timeout=LOAD_TIMEOUT_MS):
+        window.open_demo()
+        qtbot.waitUntil(slow_first.is_set, timeout=LOAD_TIMEOUT_MS)
+        window.cancel_button.click()
+    qtbot.waitUntil(lambda: not window.is_loading, timeout=LOAD_TIMEOUT_MS)
+    assert window.loaded is not None and not window.loaded.summarised
+    assert window.timeline.loaded is window.loaded and len(loaded) == 1
+    assert not window.cancel_button.isVisible()
 
 
 @needs_shared

@@ -170,6 +170,8 @@ class OperatorPane(TablePane):
         if self.loaded is None:
             return []
         rank = self.scope.currentData()
+        if (rank is None or rank < 0) and self.loaded.operators is not None:
+            return self.loaded.operators  # all ranks: computed with the job's summaries, on the worker
         return operator_table(self.loaded.job, None if rank is None or rank < 0 else int(rank))
 
     def _refresh(self, *_: object) -> None:

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import Qt
+from PySide6.QtGui import QShowEvent
 from PySide6.QtWidgets import (
     QFileDialog,
     QHBoxLayout,
@@ -31,6 +32,7 @@ class TablePane(QWidget):
         super().__init__()
         self.name = name
         self.row_type = row_type
+        self._fit_pending = False
         self.model = RowsModel(columns)
         self.proxy = sorting_proxy(self.model)
         self.view = QTableView()
@@ -72,10 +74,23 @@ class TablePane(QWidget):
         self.model.set_rows(rows)
         if sort_column is not None:
             self.view.sortByColumn(sort_column, order)
+        # fitting the columns reads rows through Python: a pane out of sight (another tab) fits
+        # them when it is first shown, so a new job's dozen tables do not all fit at once
+        self._fit_pending = True
+        if self.isVisible():
+            self.fit_columns()
+
+    def fit_columns(self) -> None:
+        self._fit_pending = False
         self.view.resizeColumnsToContents()
         for c in range(self.model.columnCount()):
             if self.view.columnWidth(c) > 260:
                 self.view.setColumnWidth(c, 260)
+
+    def showEvent(self, ev: QShowEvent) -> None:
+        super().showEvent(ev)
+        if self._fit_pending:
+            self.fit_columns()
 
     def export_csv(self, path: str | Path) -> None:
         write_csv(self.model.rows, path, self.row_type)

@@ -182,6 +182,12 @@ class TimelineView(
         self.set_grouping(default_grouping(loaded))
         self.selection_changed.emit(None)
 
+    def set_summaries(self, loaded: LoadedJob) -> None:
+        """What arrives with the job's summaries, after its lanes: the unexplained GPU delays."""
+        if loaded is not self.loaded or self.layout_model is None:
+            return
+        self.stall_item.set_data(self.layout_model, stalls_of(loaded), self.item.data_extent())
+
     # ------------------------------------------------------------------ rows
     def toggle_row(self, row_index: int) -> None:
         lm = self.layout_model
