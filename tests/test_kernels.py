@@ -21,7 +21,17 @@ from lumos_core.errors import GraphError
 from lumos_core.graph import kernels as graph_kernels
 from lumos_core.graph.calibrate import calibrate_start_lags, calibrate_start_lags_reference
 from lumos_core.graph.model import NO_ANCHOR, NodeType
-from lumos_core.graph.order import kahn, kahn_reference, stable_order_by_node
+from lumos_core.graph.order import (
+    csr,
+    csr_reference,
+    dependency_order,
+    kahn,
+    kahn_reference,
+    order_key,
+    stable_order_by_node,
+    topological_order,
+    topological_order_reference,
+)
 from lumos_core.replay import kernels as replay_kernels
 from lumos_core.replay.breakdown import iteration_windows
 from lumos_core.replay.run import critical_path, critical_path_reference, replay
@@ -72,6 +82,7 @@ def dags(draw: st.DrawFn, cycles: bool = False) -> SimpleNamespace:
         sp_kind=rng.integers(0, 9, len(sp_src)).astype(np.int8),
         ep_ptr=ep_ptr, ep_src=ep_src, ep_lag=ep_lag, ep_from_end=ep_fe,
         node_type=rng.integers(0, 4, n).astype(np.int8), category=rng.integers(0, 3, n).astype(np.int8),
+        perm=perm,
     )  # fmt: skip
 
 
@@ -83,10 +94,110 @@ def test_kahn_matches_heapq_reference_on_random_dags(g: SimpleNamespace) -> None
     ptr = np.zeros(g.n_nodes + 1, np.int64)
     order = np.argsort(g.src, kind="stable")
     np.cumsum(np.bincount(g.src, minlength=g.n_nodes), out=ptr[1:])
-    indeg = np.bincount(g.dst, minlength=g.n_nodes).astype(np.int64)
-    args = (ptr, g.dst[order].astype(np.int64), indeg, g.key.astype(np.int64))
-    plain, _ = graph_kernels.kahn_order.py_func(*args)
+    indeg = np.bincount(g.dst, minlength=g.n_nodes).astype(np.int32)
+    by_key = np.argsort(g.key, kind="stable").astype(np.int32)
+    plain, _ = graph_kernels.kahn_ranked.py_func(by_key, ptr, g.dst[order].astype(np.int32), indeg)
     assert np.array_equal(plain, ref)
+
+
+def _measured(g: SimpleNamespace, seed: int, forward: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Measured (start, end) per node, coarse so that many tie: ``forward`` follows the DAG's own
+    order (the measured order is then nearly topological, as in a real trace), else random."""
+    rng = np.random.default_rng(seed)
+    n = g.n_nodes
+    if forward:
+        place = np.empty(n, np.int64)
+        place[g.perm] = np.arange(n)
+        ms = (place // rng.integers(1, 4)) * 1000 - rng.integers(0, 2, n) * 1000 * (rng.random(n) < 0.1)
+    else:
+        ms = rng.integers(0, 6, n) * 1000
+    return ms.astype(np.int64), (ms + rng.integers(0, 3, n) * 1000).astype(np.int64)
+
+
+@settings(max_examples=300, deadline=None)
+@given(dags(), st.integers(0, 2**32 - 1), st.booleans())
+def test_measured_topological_order_compiled_equals_reference(
+    g: SimpleNamespace, seed: int, forward: bool
+) -> None:
+    """Measured order taken as is (joins last among ties), or Kahn's algorithm by (time, id) when it
+    is not topological: the compiled single pass must give the reference's order in every case."""
+    ms, me = _measured(g, seed, forward)
+    args = (ms, me, g.node_type, g.sp_ptr, g.sp_src, g.ep_ptr, g.ep_src)
+    ref = topological_order_reference(*args)
+    got = topological_order(*args)
+    assert got.dtype == ref.dtype == np.int32 and np.array_equal(got, ref)
+    key = order_key(ms, me, g.ep_ptr)
+    by_key = np.argsort(key, kind="stable").astype(np.int32)
+    is_join = g.node_type == NodeType.JOIN
+    plain, deg = graph_kernels.measured_order.py_func(
+        by_key, key, is_join, g.sp_ptr, g.sp_src, g.ep_ptr, g.ep_src
+    )
+    assert np.array_equal(plain, ref) and not deg.any()
+
+
+def test_measured_order_takes_each_of_its_three_ways() -> None:
+    """Joins last among ties when that holds; (time, id) when only that holds; Kahn otherwise."""
+    ptr = lambda *counts: np.r_[0, np.cumsum(counts)].astype(np.int64)  # noqa: E731
+    none = np.zeros(0, np.int32)
+    join, gpu = NodeType.JOIN, NodeType.GPU
+    typ = np.asarray([gpu, join, gpu], np.int8)
+    ms = np.asarray([0, 0, 0], np.int64)
+    # node 2 depends on join 1: (time, joins last, id) = 0, 2, 1 breaks it; (time, id) holds
+    deps = np.asarray([1], np.int32)
+    assert topological_order(ms, ms, typ, ptr(0, 0, 1), deps, ptr(0, 0, 0), none).tolist() == [0, 1, 2]
+    # no dependency: joins last
+    assert topological_order(ms, ms, typ, ptr(0, 0, 0), none, ptr(0, 0, 0), none).tolist() == [0, 2, 1]
+    # node 0 depends on node 2: neither sorted order holds; Kahn takes 1 (ready, lowest), 2, 0
+    got = topological_order(ms, ms, typ, ptr(1, 0, 1), np.asarray([2, 1], np.int32), ptr(0, 0, 0), none)
+    assert got.tolist() == [1, 2, 0]
+    for order in (topological_order, topological_order_reference):
+        with pytest.raises(GraphError):
+            order(ms, ms, typ, ptr(1, 0, 1), np.asarray([2, 0], np.int32), ptr(0, 0, 0), none)
+
+
+@settings(max_examples=60, deadline=None)
+@given(dags(cycles=True), st.integers(0, 2**32 - 1), st.booleans())
+def test_measured_topological_order_reports_the_reference_cycle(
+    g: SimpleNamespace, seed: int, forward: bool
+) -> None:
+    ms, me = _measured(g, seed, forward)
+    args = (ms, me, g.node_type, g.sp_ptr, g.sp_src, g.ep_ptr, g.ep_src)
+    with pytest.raises(GraphError) as ref:
+        topological_order_reference(*args)
+    with pytest.raises(GraphError) as got:
+        topological_order(*args)
+    assert str(got.value) == str(ref.value)
+    assert got.value.stuck == ref.value.stuck  # type: ignore[attr-defined]
+
+
+@settings(max_examples=100, deadline=None)
+@given(dags(cycles=False))
+def test_dependency_order_is_kahn_by_node_id(g: SimpleNamespace) -> None:
+    n = g.n_nodes
+    ids = np.arange(n)
+    dst = np.r_[np.repeat(ids, np.diff(g.sp_ptr)), np.repeat(ids, np.diff(g.ep_ptr))]
+    ref = kahn_reference(n, np.r_[g.sp_src, g.ep_src], dst, ids.astype(np.int64))
+    assert np.array_equal(dependency_order(g.sp_ptr, g.sp_src, g.ep_ptr, g.ep_src), ref)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.integers(1, 50), st.integers(0, 300), st.integers(0, 2**32 - 1), st.sampled_from([np.int32, np.int64])
+)
+def test_csr_layout_compiled_equals_numpy(n: int, m: int, seed: int, dtype: type) -> None:
+    rng = np.random.default_rng(seed)
+    dst = rng.integers(0, n, m).astype(dtype)
+    cols = (
+        rng.integers(0, n, m).astype(dtype),
+        rng.integers(-(2**40), 2**40, m).astype(np.int64),
+        rng.random(m) < 0.5,
+        rng.integers(0, 10, m).astype(np.int8),
+    )
+    ref_ptr, ref = csr_reference(n, dst, *cols)
+    for ptr, got in (csr(n, dst, *cols), graph_kernels.csr_edges.py_func(n, dst, *cols)):
+        assert ptr.dtype == ref_ptr.dtype and np.array_equal(ptr, ref_ptr)
+        for a, b in zip(got, ref):
+            assert a.dtype == b.dtype and np.array_equal(a, b)
 
 
 @settings(max_examples=60, deadline=None)
@@ -263,3 +374,15 @@ def test_numba_caches_outside_the_install_folder() -> None:
     assert REPO not in cache.parents and cache != REPO
     jit.warm_up()
     assert any(cache.rglob("*.nbi")), "warm_up wrote no compiled code to the cache"
+
+
+def test_kahn_on_a_large_graph_whose_times_run_against_its_dependencies() -> None:
+    """Thousands of nodes passed over before they are ready: the compiled heap must grow and still
+    give the reference's order."""
+    rng = np.random.default_rng(7)
+    n, m = 6000, 20000
+    a, b = rng.integers(0, n, m), rng.integers(0, n, m)
+    keep = a != b
+    src, dst = np.minimum(a, b)[keep], np.maximum(a, b)[keep]  # edges go up in id...
+    key = (n - np.arange(n)) // 3 * 10  # ...and times go down, with ties
+    assert np.array_equal(kahn(n, src, dst, key), kahn_reference(n, src, dst, key))

@@ -10,7 +10,7 @@ import numpy as np
 
 from lumos_core.errors import GraphError
 from lumos_core.graph.model import ExecutionGraph, GraphOrigin
-from lumos_core.graph.order import csr, cycle_message, kahn, topological_order
+from lumos_core.graph.order import csr, cycle_message, dependency_order, topological_order
 from lumos_core.trace.model import Job
 
 
@@ -61,11 +61,7 @@ def make_graph(
         except GraphError as exc:  # say which file and tasks: node ids mean nothing to a user
             raise GraphError(cycle_message(job, rank, event, exc)) from None
     else:
-        s_dst = np.repeat(np.arange(n), np.diff(sp_ptr))
-        e_dst = np.repeat(np.arange(n), np.diff(ep_ptr))
-        order = kahn(
-            n, np.concatenate([s_src, e_src]), np.concatenate([s_dst, e_dst]), np.arange(n, dtype=np.int64)
-        )
+        order = dependency_order(sp_ptr, s_src, ep_ptr, e_src)
     return ExecutionGraph(
         job=job,
         rank=np.asarray(rank, np.int32),
@@ -77,12 +73,12 @@ def make_graph(
         measured_start=None if measured is None else measured[0],
         measured_end=None if measured is None else measured[1],
         sp_ptr=sp_ptr,
-        sp_src=s_src.astype(np.int32),
+        sp_src=s_src,
         sp_lag=s_lag,
         sp_from_end=s_end,
         sp_kind=s_kind,
         ep_ptr=ep_ptr,
-        ep_src=e_src.astype(np.int32),
+        ep_src=e_src,
         ep_lag=e_lag,
         ep_from_end=e_end,
         ep_kind=e_kind,

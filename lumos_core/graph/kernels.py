@@ -1,4 +1,4 @@
-"""Compiled per-node loops of graph building: Kahn's topological order, sorting edges by node, the pairing of
+"""Compiled per-node loops of graph building: the topological order, sorting edges by node, the pairing of
 cudaStreamWaitEvent calls with the work they wait for, and the calibration of start lags.
 
 Plain loops over flat arrays so numba compiles them (see :mod:`lumos_core.jit`); without numba they
@@ -14,74 +14,175 @@ from lumos_core.jit import kernel
 
 
 @kernel
-def _less(ka, va, kb, vb):  # type: ignore[no-untyped-def]
-    return ka < kb or (ka == kb and va < vb)
+def successor_lists(sp_ptr, sp_src, ep_ptr, ep_src):  # type: ignore[no-untyped-def]
+    """Both dependency lists (CSR by destination) as one list of successors per node (CSR by
+    source), with each node's in-degree. Successors come in no particular order: Kahn's algorithm
+    with a total priority order does not depend on it."""
+    n = len(sp_ptr) - 1
+    ptr = np.zeros(n + 1, np.int64)
+    deg = np.empty(n, np.int32)
+    for j in range(len(sp_src)):
+        ptr[sp_src[j] + 1] += 1
+    for j in range(len(ep_src)):
+        ptr[ep_src[j] + 1] += 1
+    for v in range(n):
+        ptr[v + 1] += ptr[v]
+        deg[v] = (sp_ptr[v + 1] - sp_ptr[v]) + (ep_ptr[v + 1] - ep_ptr[v])
+    succ = np.empty(ptr[n], np.int32)
+    for v in range(n):  # ptr[u] is u's write cursor: it ends at u's end, ptr[u + 1]'s start...
+        for j in range(sp_ptr[v], sp_ptr[v + 1]):
+            u = sp_src[j]
+            succ[ptr[u]] = v
+            ptr[u] += 1
+        for j in range(ep_ptr[v], ep_ptr[v + 1]):
+            u = ep_src[j]
+            succ[ptr[u]] = v
+            ptr[u] += 1
+    for v in range(n, 0, -1):  # ...so shifting by one restores every start
+        ptr[v] = ptr[v - 1]
+    ptr[0] = 0
+    return ptr, succ, deg
 
 
 @kernel
-def _heap_push(heap_k, heap_v, size, k, v):  # type: ignore[no-untyped-def]
-    """Put (k, v) into the binary heap of ``size`` entries (sift up); returns the new size."""
+def _heap_push(heap, size, r):  # type: ignore[no-untyped-def]
+    """Put rank ``r`` into the binary min-heap of ``size`` entries (grown when full); returns the
+    heap (possibly a new array) and its new size."""
+    if size == len(heap):
+        grown = np.empty(2 * len(heap), heap.dtype)
+        grown[:size] = heap[:size]
+        heap = grown
     i = size
     while i > 0:
         p = (i - 1) >> 1
-        if _less(k, v, heap_k[p], heap_v[p]):
-            heap_k[i] = heap_k[p]
-            heap_v[i] = heap_v[p]
+        if r < heap[p]:
+            heap[i] = heap[p]
             i = p
         else:
             break
-    heap_k[i] = k
-    heap_v[i] = v
-    return size + 1
+    heap[i] = r
+    return heap, size + 1
 
 
 @kernel
-def kahn_order(ptr, succ, indeg, key):  # type: ignore[no-untyped-def]
-    """Kahn's algorithm taking the ready node of smallest (key, id) first: the order ``heapq`` gives.
+def _heap_pop(heap, size):  # type: ignore[no-untyped-def]
+    """Remove the smallest entry (the root) of the heap of ``size`` entries; returns it."""
+    top = heap[0]
+    size -= 1
+    if size > 0:
+        last = heap[size]
+        i = 0
+        while True:
+            c = 2 * i + 1
+            if c >= size:
+                break
+            if c + 1 < size and heap[c + 1] < heap[c]:
+                c += 1
+            if heap[c] < last:
+                heap[i] = heap[c]
+                i = c
+            else:
+                break
+        heap[i] = last
+    return top
 
-    Returns (order, remaining in-degree per node); the order is short of n nodes when there is a
-    cycle."""
-    n = len(indeg)
-    deg = indeg.copy()
-    heap_k = np.empty(n, np.int64)
-    heap_v = np.empty(n, np.int64)
+
+@kernel
+def kahn_ranked(by_rank, ptr, succ, deg):  # type: ignore[no-untyped-def]
+    """Kahn's algorithm taking the ready node that comes first in ``by_rank`` (the nodes sorted by
+    priority): the order ``heapq`` gives with that priority. ``deg`` (in-degrees) is used up.
+
+    The nodes are visited in priority order; the next one is taken when it is ready. Only a node
+    passed over while it was not ready waits in a heap (of ranks) until its last dependency is
+    taken. When the priority order is already topological the heap stays empty and the pass is
+    linear. Returns (order, remaining in-degree per node); the order is short of n nodes when there
+    is a cycle."""
+    n = len(by_rank)
+    rank = np.empty(n, np.int32)
+    for r in range(n):
+        rank[by_rank[r]] = r
+    heap = np.empty(1024, np.int32)
     size = 0
     out = np.empty(n, np.int32)
     count = 0
-    for v0 in range(n):
-        if deg[v0] != 0:
-            continue
-        size = _heap_push(heap_k, heap_v, size, key[v0], v0)
-    while size > 0:
-        v = heap_v[0]
+    i = 0  # every node of rank < i was taken or passed over
+    while True:
+        while i < n and deg[by_rank[i]] != 0:
+            i += 1
+        if size > 0 and (i >= n or heap[0] < i):
+            r = _heap_pop(heap, size)
+            size -= 1
+        elif i < n:
+            r = i
+            i += 1
+        else:
+            break
+        v = by_rank[r]
         out[count] = v
         count += 1
-        # pop: move the last entry to the root and sift it down
-        size -= 1
-        if size > 0:
-            lk = heap_k[size]
-            lv = heap_v[size]
-            i = 0
-            while True:
-                c = 2 * i + 1
-                if c >= size:
-                    break
-                if c + 1 < size and _less(heap_k[c + 1], heap_v[c + 1], heap_k[c], heap_v[c]):
-                    c += 1
-                if _less(heap_k[c], heap_v[c], lk, lv):
-                    heap_k[i] = heap_k[c]
-                    heap_v[i] = heap_v[c]
-                    i = c
-                else:
-                    break
-            heap_k[i] = lk
-            heap_v[i] = lv
         for j in range(ptr[v], ptr[v + 1]):
             w = succ[j]
             deg[w] -= 1
-            if deg[w] == 0:
-                size = _heap_push(heap_k, heap_v, size, key[w], w)
+            if deg[w] == 0 and rank[w] < i:  # passed over already: it waits in the heap
+                heap, size = _heap_push(heap, size, rank[w])
     return out[:count].copy(), deg
+
+
+@kernel
+def _respects(rank, sp_ptr, sp_src, ep_ptr, ep_src):  # type: ignore[no-untyped-def]
+    """Whether every dependency's source has a lower ``rank`` than its destination."""
+    for v in range(len(sp_ptr) - 1):
+        rv = rank[v]
+        for j in range(sp_ptr[v], sp_ptr[v + 1]):
+            if rank[sp_src[j]] >= rv:
+                return False
+        for j in range(ep_ptr[v], ep_ptr[v + 1]):
+            if rank[ep_src[j]] >= rv:
+                return False
+    return True
+
+
+@kernel
+def measured_order(by_key, key, is_join, sp_ptr, sp_src, ep_ptr, ep_src):  # type: ignore[no-untyped-def]
+    """``order.topological_order`` given ``by_key``, the nodes sorted by (key, id).
+
+    1. (key, joins last, id) - ``by_key`` with each collective join moved after the other nodes
+       of its key - when that is a topological order;
+    2. else Kahn's algorithm preferring (key, id) (:func:`kahn_ranked`), which is ``by_key`` itself
+       when that is topological (checked first: one pass over the edges).
+    Returns (order, remaining in-degree per node) like :func:`kahn_ranked`."""
+    n = len(by_key)
+    lex = np.empty(n, np.int32)
+    moved = False
+    a = 0
+    while a < n:
+        k = key[by_key[a]]
+        b = a + 1
+        while b < n and key[by_key[b]] == k:
+            b += 1
+        w = a
+        for q in range(a, b):
+            if not is_join[by_key[q]]:
+                lex[w] = by_key[q]
+                w += 1
+        for q in range(a, b):
+            if is_join[by_key[q]]:
+                lex[w] = by_key[q]
+                moved = moved or w != q
+                w += 1
+        a = b
+    rank = np.empty(n, np.int32)
+    for r in range(n):
+        rank[lex[r]] = r
+    if _respects(rank, sp_ptr, sp_src, ep_ptr, ep_src):
+        return lex, np.zeros(n, np.int32)
+    if moved:
+        for r in range(n):
+            rank[by_key[r]] = r
+        if _respects(rank, sp_ptr, sp_src, ep_ptr, ep_src):
+            return by_key.copy(), np.zeros(n, np.int32)
+    ptr, succ, deg = successor_lists(sp_ptr, sp_src, ep_ptr, ep_src)
+    return kahn_ranked(by_key, ptr, succ, deg)
 
 
 @kernel
@@ -274,11 +375,50 @@ def stable_bucket_order(keys, n):  # type: ignore[no-untyped-def]
     return out
 
 
+@kernel
+def csr_edges(n, dst, src, lag, from_end, kind):  # type: ignore[no-untyped-def]
+    """``order.csr``: the edges laid out by destination in one counting-sort pass that moves every
+    column at once (no permutation array, no gather per column). Stable: a destination's edges keep
+    their given order."""
+    m = len(dst)
+    ptr = np.zeros(n + 1, np.int64)
+    for i in range(m):
+        ptr[dst[i] + 1] += 1
+    for v in range(n):
+        ptr[v + 1] += ptr[v]
+    o_src = np.empty(m, np.int32)
+    o_lag = np.empty(m, np.int64)
+    o_end = np.empty(m, np.bool_)
+    o_kind = np.empty(m, np.int8)
+    for i in range(m):  # ptr[d] is d's write cursor: it ends at ptr[d + 1]'s start...
+        d = dst[i]
+        p = ptr[d]
+        o_src[p] = src[i]
+        o_lag[p] = lag[i]
+        o_end[p] = from_end[i]
+        o_kind[p] = kind[i]
+        ptr[d] = p + 1
+    for v in range(n, 0, -1):  # ...so shifting by one restores every start
+        ptr[v] = ptr[v - 1]
+    ptr[0] = 0
+    return ptr, (o_src, o_lag, o_end, o_kind)
+
+
 def warm_up() -> None:
     """Compile the kernels on tiny inputs."""
-    ptr = np.asarray([0, 1, 1], np.int64)
-    for dtype in (np.int32, np.int64):  # the graph's own ids are int32; rewrites pass int64
-        kahn_order(ptr, np.asarray([1], dtype), np.asarray([0, 1], np.int64), np.zeros(2, np.int64))
+    ptr = np.asarray([0, 0, 1], np.int64)
+    src = np.asarray([0], np.int32)
+    measured_order(
+        np.asarray([0, 1], np.int32),
+        np.zeros(2, np.int64),
+        np.zeros(2, bool),
+        ptr,
+        src,
+        ptr[:1].repeat(3),
+        src[:0],
+    )
+    kahn_ranked(np.asarray([0, 1], np.int32), ptr, np.asarray([1], np.int32), np.asarray([0, 1], np.int32))
+    successor_lists(ptr, src, ptr, src)
     i64 = np.zeros(1, np.int64)
     i32 = np.zeros(1, np.int32)
     b = np.zeros(1, bool)
@@ -287,5 +427,8 @@ def warm_up() -> None:
         i64, i64, np.zeros(1, np.int8), i32, i64, b, b, 5, 2_000, 5_000,
     )  # fmt: skip
     calibrate_start(i32, i32, i64, b, i64, i64, i64, 0, False)
+    i8 = np.zeros(1, np.int8)
+    for ids in (i32, i64):  # the graph's own ids are int32; rewrites pass int64
+        csr_edges(1, ids, ids, i64, b, i8)
     for keys in (i32, i64):
         stable_bucket_order(keys, 1)

@@ -16,16 +16,56 @@ from lumos_core.trace.model import Job
 
 def stable_order_by_node(n: int, ids: np.ndarray) -> np.ndarray:
     """``np.argsort(ids, kind="stable")`` for node ids in [0, n) (compiled: a counting sort)."""
-    if not jit.ENABLED or len(ids) == 0 or ids.min() < 0 or ids.max() >= n:
+    if not jit.ENABLED or not _in_range(n, ids):
         return np.argsort(ids, kind="stable")  # (an id out of range is the caller's error to raise)
     return kernels.stable_bucket_order(np.ascontiguousarray(ids), n)
 
 
-def csr(n: int, dst: np.ndarray, *cols: np.ndarray) -> tuple[np.ndarray, tuple[np.ndarray, ...]]:
-    order = stable_order_by_node(n, dst)
+def _in_range(n: int, *ids: np.ndarray) -> bool:
+    """Whether every id is a node in [0, n) (compiled loops index without bounds checks)."""
+    return all(len(a) == 0 or (int(a.min()) >= 0 and int(a.max()) < n) for a in ids)
+
+
+def csr(
+    n: int, dst: np.ndarray, src: np.ndarray, lag: np.ndarray, from_end: np.ndarray, kind: np.ndarray
+) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
+    """Dependencies laid out by destination: ``ptr`` (n + 1) and (src as int32, lag, from_end, kind)
+    in destination order, each destination's edges in their given order."""
+    if jit.ENABLED and _in_range(n, dst, src):
+        return kernels.csr_edges(
+            n,
+            np.ascontiguousarray(dst),
+            np.ascontiguousarray(src),
+            np.ascontiguousarray(lag, np.int64),
+            np.ascontiguousarray(from_end, bool),
+            np.ascontiguousarray(kind, np.int8),
+        )
+    return csr_reference(n, dst, src, lag, from_end, kind)
+
+
+def csr_reference(
+    n: int, dst: np.ndarray, src: np.ndarray, lag: np.ndarray, from_end: np.ndarray, kind: np.ndarray
+) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
+    """:func:`csr` in numpy."""
+    order = np.argsort(dst, kind="stable")
     ptr = np.zeros(n + 1, np.int64)
     np.cumsum(np.bincount(dst, minlength=n), out=ptr[1:])
-    return ptr, tuple(c[order] for c in cols)
+    cols = (
+        src[order].astype(np.int32),
+        np.asarray(lag, np.int64)[order],
+        np.asarray(from_end, bool)[order],
+        np.asarray(kind, np.int8)[order],
+    )
+    return ptr, cols
+
+
+def order_key(measured_start: np.ndarray, measured_end: np.ndarray, ep_ptr: np.ndarray) -> np.ndarray:
+    """The time a node is final: its measured start, or its end for a blocking call (a node with end
+    dependencies)."""
+    key = np.array(measured_start, np.int64)
+    has_end_dep = np.diff(ep_ptr) > 0
+    key[has_end_dep] = measured_end[has_end_dep]
+    return key
 
 
 def topological_order(
@@ -37,16 +77,48 @@ def topological_order(
     ep_ptr: np.ndarray,
     ep_src: np.ndarray,
 ) -> np.ndarray:
-    """Measured time is almost a topological order; verify it, and fall back to Kahn's algorithm."""
+    """Measured time is almost a topological order; verify it, and fall back to Kahn's algorithm.
+
+    Ties: at equal times a collective's join comes after every other node (its arrivals included),
+    then by id (chain order). A transfer starts with its join but sorts before it, so graphs with
+    collectives usually fail that check and take Kahn's algorithm preferring (time, id), which
+    orders them right. Compiled: :func:`lumos_core.graph.kernels.measured_order` (one sort, then
+    linear passes while the measured order holds); :func:`topological_order_reference` is the same
+    in numpy and ``heapq``."""
     n = len(node_type)
-    key = measured_start.astype(np.int64).copy()
-    has_end_dep = np.diff(ep_ptr) > 0
-    key[has_end_dep] = measured_end[has_end_dep]  # a blocking call is final when it ends
-    typ = node_type
-    # Ties: at equal times a collective's join comes after every other node (its arrivals included),
-    # then by id (chain order). A transfer starts with its join but sorts before it, so graphs with
-    # collectives usually fail the check below and take Kahn's algorithm, which orders them right.
-    tie = (typ == NodeType.JOIN).astype(np.int8)
+    if not jit.ENABLED or not _in_range(n, sp_src, ep_src):
+        return topological_order_reference(
+            measured_start, measured_end, node_type, sp_ptr, sp_src, ep_ptr, ep_src
+        )
+    key = order_key(measured_start, measured_end, ep_ptr)
+    by_key = np.argsort(key, kind="stable").astype(np.int32)
+    out, deg = kernels.measured_order(
+        by_key,
+        key,
+        np.asarray(node_type) == NodeType.JOIN,
+        np.ascontiguousarray(sp_ptr, np.int64),
+        np.ascontiguousarray(sp_src),
+        np.ascontiguousarray(ep_ptr, np.int64),
+        np.ascontiguousarray(ep_src),
+    )
+    if len(out) < n:
+        raise _cycle_error(n, len(out), np.flatnonzero(deg > 0)[:5].tolist())
+    return out
+
+
+def topological_order_reference(
+    measured_start: np.ndarray,
+    measured_end: np.ndarray,
+    node_type: np.ndarray,
+    sp_ptr: np.ndarray,
+    sp_src: np.ndarray,
+    ep_ptr: np.ndarray,
+    ep_src: np.ndarray,
+) -> np.ndarray:
+    """:func:`topological_order` in numpy and ``heapq``."""
+    n = len(node_type)
+    key = order_key(measured_start, measured_end, ep_ptr)
+    tie = (node_type == NodeType.JOIN).astype(np.int8)
     order = np.lexsort((np.arange(n, dtype=np.int32), tie, key))
     del tie
     if _is_topological(order, sp_ptr, sp_src, ep_ptr, ep_src):
@@ -55,7 +127,7 @@ def topological_order(
     ids = np.arange(n, dtype=np.int32)
     dst = np.concatenate([np.repeat(ids, np.diff(sp_ptr)), np.repeat(ids, np.diff(ep_ptr))])
     del ids
-    return kahn(n, np.concatenate([sp_src, ep_src]).astype(np.int32), dst, key)
+    return kahn_reference(n, np.concatenate([sp_src, ep_src]).astype(np.int32), dst, key)
 
 
 def _is_topological(
@@ -73,18 +145,41 @@ def _is_topological(
     return True
 
 
-def kahn(n: int, src: np.ndarray, dst: np.ndarray, key: np.ndarray) -> np.ndarray:
-    """Topological order preferring earlier measured times; raises GraphError on a cycle.
+def dependency_order(
+    sp_ptr: np.ndarray, sp_src: np.ndarray, ep_ptr: np.ndarray, ep_src: np.ndarray
+) -> np.ndarray:
+    """Topological order of a graph without measured times (a rebuilt one): Kahn's algorithm
+    preferring lower node ids."""
+    n = len(sp_ptr) - 1
+    if jit.ENABLED and _in_range(n, sp_src, ep_src):
+        ptr, succ, deg = kernels.successor_lists(
+            np.ascontiguousarray(sp_ptr, np.int64),
+            np.ascontiguousarray(sp_src),
+            np.ascontiguousarray(ep_ptr, np.int64),
+            np.ascontiguousarray(ep_src),
+        )
+        out, deg = kernels.kahn_ranked(np.arange(n, dtype=np.int32), ptr, succ, deg)
+        if len(out) < n:
+            raise _cycle_error(n, len(out), np.flatnonzero(deg > 0)[:5].tolist())
+        return out
+    ids = np.arange(n)
+    dst = np.concatenate([np.repeat(ids, np.diff(sp_ptr)), np.repeat(ids, np.diff(ep_ptr))])
+    return kahn_reference(n, np.concatenate([sp_src, ep_src]), dst, ids.astype(np.int64))
 
-    Runs the compiled loop (:func:`lumos_core.graph.kernels.kahn_order`); :func:`kahn_reference` is
-    the same algorithm on ``heapq``, used without numba and by the tests."""
-    if not jit.ENABLED:
+
+def kahn(n: int, src: np.ndarray, dst: np.ndarray, key: np.ndarray) -> np.ndarray:
+    """Topological order preferring earlier ``key``, then lower ids; raises GraphError on a cycle.
+
+    Runs the compiled loop (:func:`lumos_core.graph.kernels.kahn_ranked`); :func:`kahn_reference`
+    is the same algorithm on ``heapq``, used without numba and by the tests."""
+    if not jit.ENABLED or not _in_range(n, src, dst):
         return kahn_reference(n, src, dst, key)
-    indeg = np.bincount(dst, minlength=n).astype(np.int64)
-    succ = dst[stable_order_by_node(n, src)]
+    deg = np.bincount(dst, minlength=n).astype(np.int32)
+    succ = dst[stable_order_by_node(n, src)].astype(np.int32)
     ptr = np.zeros(n + 1, np.int64)
     np.cumsum(np.bincount(src, minlength=n), out=ptr[1:])
-    out, deg = kernels.kahn_order(ptr, succ, indeg, np.ascontiguousarray(key, np.int64))
+    by_key = np.argsort(np.asarray(key, np.int64), kind="stable").astype(np.int32)
+    out, deg = kernels.kahn_ranked(by_key, ptr, succ, deg)
     if len(out) < n:
         raise _cycle_error(n, len(out), np.flatnonzero(deg > 0)[:5].tolist())
     return out
