@@ -25,6 +25,7 @@ _SPLIT = re.compile(rb"\}\s*,\s*(?=\{)")
 _BLOCK = 1 << 20  # text per parsed batch
 _MAX_PREFIX = 64 << 20  # the array must start within this much text
 _MAX_TRIES = 8  # cut candidates tried per batch before reading more text
+_NEAR_END = 64 << 10  # where the cut candidates are looked for first
 
 
 class NotStreamable(Exception):
@@ -83,15 +84,24 @@ class EventStream:
             yield from self._finish(buf)
 
     def _cut(self, buf: bytes) -> tuple[list[Any], bytes] | None:
-        """Parse the longest prefix of whole events; None if no candidate cut parses."""
-        tail = max(0, len(buf) - 4 * self.block)
-        matches = list(_SPLIT.finditer(buf, tail))
-        for m in reversed(matches[-_MAX_TRIES:]):
-            try:
-                events = orjson.loads(b"[" + buf[: m.start() + 1] + b"]")
-            except orjson.JSONDecodeError:
-                continue
-            return events, buf[m.end() :]
+        """Parse the longest prefix of whole events; None if no candidate cut parses.
+
+        The last few candidates are looked for near the end first: scanning the whole buffer
+        for them cost as much as a tenth of the parse. Only when none of those parses is the
+        search widened, to the same candidates the wide search alone would try."""
+        narrow = max(0, len(buf) - _NEAR_END)
+        wide = max(0, len(buf) - 4 * self.block)
+        for start in (narrow, wide) if narrow > wide else (wide,):
+            matches = list(_SPLIT.finditer(buf, start))
+            for m in reversed(matches[-_MAX_TRIES:]):
+                try:
+                    # one copy of the text (b"[" + slice + b"]" made two)
+                    events = orjson.loads(b"".join((b"[", memoryview(buf)[: m.start() + 1], b"]")))
+                except orjson.JSONDecodeError:
+                    continue
+                return events, buf[m.end() :]
+            if len(matches) >= _MAX_TRIES:
+                return None  # the wide search would try these same candidates
         return None
 
     def _finish(self, buf: bytes) -> Iterator[list[Any]]:

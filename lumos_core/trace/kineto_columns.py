@@ -161,8 +161,16 @@ class EventColumns:
         self.bad_time = self.neg_dur = self.other_phase = self.malformed = 0
 
     def add(self, events: list[Any]) -> None:
-        """Convert a batch of event dicts (one pass; the dicts can be dropped afterwards)."""
+        """Convert a batch of event dicts (one pass; the dicts can be dropped afterwards).
+
+        This loop runs once per event of every trace (tens of millions at 512 ranks), so it is
+        written for CPython's speed: everything it uses is a local variable, a category's kind is
+        looked up once per distinct category, names are interned through the dict directly, and
+        the common field types (int/float times, int ids) are checked inline before the general
+        converters run. Checks and the order of interning are the same as the general path's,
+        so the columns do not depend on which path an event took."""
         intern = self.intern
+        ids = intern.ids  # interned ids of strings seen so far (intern() adds new ones)
         c_kind = self.c_kind
         c_cat = self.c_cat
         c_name = self.c_name
@@ -192,7 +200,16 @@ class EventColumns:
         kind_of = {cat: int(k) for cat, k in CATEGORY_KIND.items()}
         gpu_kinds = {int(k) for k in GPU_LANE_KINDS}
         other = int(Kind.OTHER)
+        cat_kinds: dict[str, tuple[int, bool]] = {}  # category -> (kind, runs on a GPU stream)
         skipped = _SKIPPED_CATEGORIES
+        flow_category = FLOW_CATEGORY
+        flow_other = FLOW_OTHER
+        dumps = orjson.dumps
+        isfinite = math.isfinite
+        as_number = _as_number
+        as_int = _as_int
+        lo_i64, hi_i64 = -_I64, _I64
+        lo_ts, hi_ts = -_MAX_TS_US, _MAX_TS_US
         for e in events:
             if type(e) is not dict:
                 continue
@@ -204,29 +221,38 @@ class EventColumns:
                         continue
                     ts = e.get("ts")
                     dur = e.get("dur", 0)
-                    if type(ts) is not float and type(ts) is not int:
-                        ts = _as_number(ts)
+                    t = type(ts)
+                    if t is not float and t is not int:
+                        ts = as_number(ts)
                         if ts is None:
                             bad_time += 1
                             continue
                     # NaN, infinite, or beyond any µs clock (float() of such ints overflows later)
-                    if not -_MAX_TS_US < ts < _MAX_TS_US:
+                    if not lo_ts < ts < hi_ts:
                         bad_time += 1
                         continue
-                    if type(dur) is not float and type(dur) is not int:
-                        dur = _as_number(dur)
+                    t = type(dur)
+                    if t is not float and t is not int:
+                        dur = as_number(dur)
                         if dur is None:
                             bad_time += 1
                             continue
                     if not dur >= 0:  # negative or NaN
                         neg_dur += 1
                         dur = 0
-                    elif not dur < _MAX_TS_US:  # infinite or absurd: not a duration
+                    elif not dur < hi_ts:  # infinite or absurd: not a duration
                         bad_time += 1
                         continue
-                    kind = kind_of.get(cat, other) if type(cat) is str else other
+                    if type(cat) is str:
+                        known = cat_kinds.get(cat)
+                        if known is None:
+                            kind = kind_of.get(cat, other)
+                            known = cat_kinds[cat] = (kind, kind in gpu_kinds)
+                        kind, on_gpu = known
+                    else:
+                        kind, on_gpu = other, other in gpu_kinds
                     args = e.get("args")
-                    if kind in gpu_kinds:
+                    if on_gpu:
                         key = _gpu_lane_key(e.get("pid"), e.get("tid"), args)
                     else:
                         key = (False, e.get("pid"), e.get("tid"))
@@ -240,9 +266,15 @@ class EventColumns:
                             ext = args.get("external id", -1)
                         # Ids beyond int64 (corrupt or hostile files) must not reach the int64
                         # columns as raw ints: _as_int turns them into -1 (no id).
-                        c_corr.append(corr if type(corr) is int and -_I64 <= corr < _I64 else _as_int(corr))
-                        c_ext.append(ext if type(ext) is int and -_I64 <= ext < _I64 else _as_int(ext))
-                        blob = _dump_args(args) if args else b""
+                        c_corr.append(corr if type(corr) is int and lo_i64 <= corr < hi_i64 else as_int(corr))
+                        c_ext.append(ext if type(ext) is int and lo_i64 <= ext < hi_i64 else as_int(ext))
+                        if args:
+                            try:
+                                blob = dumps(args)
+                            except TypeError:  # what orjson cannot write: _dump_args's fallbacks
+                                blob = _dump_args(args)
+                        else:
+                            blob = b""
                     else:
                         c_corr.append(-1)
                         c_ext.append(-1)
@@ -252,23 +284,28 @@ class EventColumns:
                     c_args_len.append(len(blob))
                     args_buf += blob
                     c_kind.append(kind)
-                    c_cat.append(intern(cat))
-                    c_name.append(intern(e.get("name")))
+                    i = ids.get(cat) if type(cat) is str else None
+                    c_cat.append(intern(cat) if i is None else i)
+                    name = e.get("name")
+                    i = ids.get(name) if type(name) is str else None
+                    c_name.append(intern(name) if i is None else i)
                     c_lane.append(lane)
                     c_ts.append(ts)
                     c_dur.append(dur)
                 elif ph == "s" or ph == "f" or ph == "t":
-                    ts = _as_number(e.get("ts"))
-                    fid = _as_int(e.get("id"))
+                    ts = e.get("ts")
+                    t = type(ts)
+                    if t is not int and (t is not float or not isfinite(ts)):
+                        ts = as_number(ts)
+                    fid = e.get("id")
+                    if type(fid) is not int or not lo_i64 <= fid < hi_i64:
+                        fid = as_int(fid)
                     if ts is None or fid < 0:
                         continue
                     key = (False, e.get("pid"), e.get("tid"))
                     hash(key)
-                    f_kind.append(
-                        FLOW_CATEGORY.get(e.get("cat"), FLOW_OTHER)
-                        if type(e.get("cat")) is str
-                        else FLOW_OTHER
-                    )
+                    cat = e.get("cat")
+                    f_kind.append(flow_category.get(cat, flow_other) if type(cat) is str else flow_other)
                     f_id.append(fid)
                     f_phase.append(0 if ph == "s" else 1)
                     f_ts.append(ts)
@@ -282,7 +319,7 @@ class EventColumns:
                         if name and (not thread_names.get(key2) or "autograd" in name):
                             thread_names[key2] = name
                 elif ph == "i" or ph == "I":
-                    ts = _as_number(e.get("ts"))
+                    ts = as_number(e.get("ts"))
                     if ts is None:
                         pass
                     elif e.get("name") == MEMORY_EVENT_NAME:
