@@ -14,7 +14,8 @@ Measures
     the whole tiled job (engine columns included).
 
 Targets (issue): first paint <= 2 s for the demo; repaint <= 50 ms at 1 M and <= 200 ms at 10 M
-tasks; <= 200 bytes per task. A frame is a full ``QWidget.grab()`` of the timeline (axes, labels,
+tasks; <= 200 bytes per task. Frames are timed in wall and in GUI-thread CPU time (the latter is
+what a repaint costs when the machine is shared: wall time also counts waiting for a core). A frame is a full ``QWidget.grab()`` of the timeline (axes, labels,
 spans); "cold" frames recompute the spans of the new view, "warm" ones redraw a cached frame.
 """
 
@@ -171,14 +172,21 @@ def first_paint(path: str | None, cache_dir: str) -> dict[str, float]:
     return out
 
 
+CPU_MS: list[float] = []  # GUI-thread CPU ms of every cold frame of the current case
+
+
 def frame_ms(view, repeats: int = 5) -> tuple[float, float]:  # type: ignore[no-untyped-def]
-    """(cold, warm) median frame times in ms for the current view."""
+    """(cold, warm) median frame times in ms for the current view. The GUI thread's CPU time of
+    each cold frame goes into CPU_MS: on a machine shared with other work the wall time also
+    counts waiting for a core, the CPU time does not."""
     cold, warm = [], []
     for _ in range(repeats):
         view.item.invalidate()
         t = time.perf_counter()
+        c = time.thread_time()
         view.grab()
         cold.append((time.perf_counter() - t) * 1000)
+        CPU_MS.append((time.thread_time() - c) * 1000)
         t = time.perf_counter()
         view.grab()
         warm.append((time.perf_counter() - t) * 1000)
@@ -203,7 +211,10 @@ def render_case(base: Job, tasks: int, how: str) -> dict[str, float]:
     QApplication.processEvents()
     view.grab()
     first_ms = (time.perf_counter() - t) * 1000  # layout + the LOD pyramid levels this view needs
+    CPU_MS.clear()
     full_cold, full_warm = frame_ms(view)
+    full_cpu = statistics.median(CPU_MS)
+    CPU_MS.clear()
     spans_full = view.item.last_span_count
     lo, hi = view.full_range()
     zoom_cold, zoom_warm = [], []
@@ -215,6 +226,7 @@ def render_case(base: Job, tasks: int, how: str) -> dict[str, float]:
             c, w = frame_ms(view, 1)
             zoom_cold.append(c)
             zoom_warm.append(w)
+    zoom_cpu = list(CPU_MS)
     # scroll to the middle of a wide job (rows in view change, spans must be rebuilt)
     view.reset_view()
     view.scroll_to_row(len(view.layout_model.rows) / 2)
@@ -233,6 +245,9 @@ def render_case(base: Job, tasks: int, how: str) -> dict[str, float]:
         "zoom_cold_ms": statistics.median(zoom_cold),
         "zoom_max_ms": max(zoom_cold),
         "zoom_warm_ms": statistics.median(zoom_warm),
+        "full_cpu_ms": full_cpu,
+        "zoom_cpu_ms": statistics.median(zoom_cpu),
+        "zoom_cpu_max_ms": max(zoom_cpu),
         "scroll_cold_ms": scroll_cold,
         "app_bytes_per_task": app_bytes / n,
         "rss_bytes_per_task": rss / n,
@@ -306,6 +321,13 @@ def main() -> int:
                     "  zoomed repaint (1 % and 50 µs), median / worst",
                     f"{r['zoom_cold_ms']:.1f} / {r['zoom_max_ms']:.1f} ms",
                     f"target {target:.0f} ms: {r['zoom_max_ms'] / target:.2f}x",
+                )
+            )
+            rows.append(
+                (
+                    "  GUI-thread CPU of a repaint: full / zoomed median / worst",
+                    f"{r['full_cpu_ms']:.1f} / {r['zoom_cpu_ms']:.1f} / {r['zoom_cpu_max_ms']:.1f} ms",
+                    f"target {target:.0f} ms: {r['zoom_cpu_max_ms'] / target:.2f}x (wall minus waiting for a core)",
                 )
             )
             rows.append(("  scroll to other rows, repaint", f"{r['scroll_cold_ms']:.1f} ms", ""))
