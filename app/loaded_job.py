@@ -1,10 +1,10 @@
 """Everything the window shows about one job, prepared off the GUI thread in two steps.
 
 :func:`prepare_lanes` is what the loading worker runs first: the core loader, the per-rank drawing
-tables, the overview index and what decides the first picture (iteration marks, the inferred
+tables, the overview index and what decides the first picture (iteration windows, the inferred
 configuration that groups the ranks, the stragglers that represent their groups). The window shows
-the lanes as soon as that is ready; :func:`summarise_job` then computes the summary tables (top
-kernels, collectives, clocks, operators, GPU idle time) on a worker while the user looks at them,
+the lanes as soon as that is ready; :func:`summarise_job` then computes the summary tables
+(iteration breakdowns, top kernels, collectives, clocks, operators, GPU idle time) on a worker while the user looks at them,
 and the window hands them over with :meth:`LoadedJob.apply`. :func:`prepare_job` does both in one go
 (for callers that want everything at once). The GUI thread only hands ready arrays to the widgets.
 """
@@ -24,6 +24,7 @@ from lumos_core.errors import LumosError
 from lumos_core.graph.build import build_graph
 from lumos_core.graph.model import ExecutionGraph
 from lumos_core.progress import scaled
+from lumos_core.replay.breakdown import Window, iteration_windows
 from lumos_core.replay.idle import IdleReport, idle_attribution
 from lumos_core.replay.stragglers import StragglerReport, find_stragglers
 from lumos_core.replay.summaries import (
@@ -66,6 +67,7 @@ class LoadedJob:
     stragglers: StragglerReport | None = None  # ranks late at their collectives or iterations
     activity: list[RankActivity] | None = None  # per rank: GPU busy time by class (the overview strip)
     operators: list[OperatorStat] | None = None  # CPU operators of all ranks, by host self time
+    windows: list[list[Window]] | None = None  # per rank: its iterations' windows (timeline marks)
     summarised: bool = False  # the summaries of :func:`summarise_job` are in (else only the lanes)
 
     @property
@@ -81,6 +83,7 @@ class LoadedJob:
     def apply(self, summaries: JobSummaries) -> None:
         """Take the summaries computed by :func:`summarise_job` (on the GUI thread, so a widget never
         sees a half-filled job)."""
+        self.iterations = summaries.iterations
         self.collectives = summaries.collectives
         self.kernels = summaries.kernels
         self.clocks = summaries.clocks
@@ -93,6 +96,7 @@ class LoadedJob:
 class JobSummaries:
     """The summary tables of a job, computed after its lanes are shown (see the module docstring)."""
 
+    iterations: list[IterationStat]
     collectives: list[CollectiveStat]
     kernels: list[KernelStat]
     clocks: list[ClockStat]
@@ -147,7 +151,7 @@ def lanes_of(
         tables.append(build_row_table(rank, fam))
         progress(0.85 + 0.1 * (k + 1) / n, f"arranged rank {rank.rank}")
     progress(0.96, "finding iterations and stragglers")
-    iterations = iteration_table(job)
+    windows = [iteration_windows(rank) for rank in job.ranks]  # the marks; breakdowns come later
     stragglers = find_stragglers(job)
     activity = activity_index(job.ranks, tables)
     memory = [rank_memory(rank) for rank in job.ranks]
@@ -159,7 +163,7 @@ def lanes_of(
         job=job,
         families=families,
         tables=tables,
-        iterations=iterations,
+        iterations=[],
         collectives=[],
         kernels=[],
         clocks=[],
@@ -169,6 +173,7 @@ def lanes_of(
         memory=memory,
         stragglers=stragglers,
         activity=activity,
+        windows=windows,
     )
 
 
@@ -177,7 +182,9 @@ def summarise_job(loaded: LoadedJob, progress: Callable[[float, str], None]) -> 
     changes nothing: hand the result over with :meth:`LoadedJob.apply`)."""
     t0 = time.perf_counter()
     job = loaded.job
-    progress(0.0, "summarising collectives")
+    progress(0.0, "summarising iterations")
+    iterations = iteration_table(job)
+    progress(0.1, "summarising collectives")
     collectives = collectives_table(job)
     progress(0.3, "summarising kernels and operators")
     kernels = top_kernels(job, None, limit=None)
@@ -187,6 +194,7 @@ def summarise_job(loaded: LoadedJob, progress: Callable[[float, str], None]) -> 
     idle, idle_error, graph = job_idle(job)
     progress(1.0, "summaries ready")
     return JobSummaries(
+        iterations=iterations,
         collectives=collectives,
         kernels=kernels,
         clocks=clocks,

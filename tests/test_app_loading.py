@@ -3,6 +3,7 @@ folders, drag-and-drop, and the worker-thread adapter itself."""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from pathlib import Path
@@ -17,6 +18,7 @@ from app import settings
 from app.jobs import BackgroundTask
 from app.theme import FAMILY_HEX
 from app.timeline.hit import Hit
+from app.timeline.overlay_data import measured_marks
 from lumos_core.errors import Cancelled, TraceError
 from lumos_core.trace.kernel_families import Family
 
@@ -211,6 +213,9 @@ def test_lanes_are_shown_before_the_summaries_which_follow_on_a_worker(window, q
     assert lj.summarised and lj.collectives and lj.kernels and lj.operators
     assert window.summaries.loaded is lj and window.workbench.loaded is lj
     assert window.summaries.iterations.model.rowCount() == len(lj.iterations) > 0
+    # the marks drawn before the iteration table existed are the table's
+    marks = measured_marks(lj)
+    assert sum(map(len, marks)) > 0 and marks == measured_marks(dataclasses.replace(lj, windows=None))
     qtbot.waitUntil(lambda: not window.is_loading, timeout=LOAD_TIMEOUT_MS)
     assert not window.progress.isVisible()
 

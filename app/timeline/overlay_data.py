@@ -172,7 +172,13 @@ def _separate(timeline: list[RankTrace], summary: ScenarioSummary) -> PredictedO
 
 
 def measured_marks(loaded: LoadedJob) -> list[list[IterationMark]]:
-    """Iteration marks of the measured ranks (as the timeline draws them)."""
+    """Iteration marks of the measured ranks (as the timeline draws them): from the iteration
+    windows found with the lanes, else from the iteration table."""
+    if loaded.windows is not None:
+        return [
+            [IterationMark(w.name, w.start / 1e6, w.end / 1e6) for w in ws if w.name != "whole trace"]
+            for ws in loaded.windows
+        ]
     index = {t.rank: i for i, t in enumerate(loaded.job.ranks)}
     marks: list[list[IterationMark]] = [[] for _ in loaded.job.ranks]
     for it in loaded.iterations:
