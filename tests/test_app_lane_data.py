@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from conftest import needs_shared, shared
 
-from app.timeline.lane_data import PYRAMID_MIN_EVENTS, RowTable, build_row_table, merge_spans
+from app.timeline.lane_data import PYRAMID_MIN_EVENTS, RowTable, build_row_table, merge_spans, row_order
 from lumos_core.trace.kernel_families import event_families
 from lumos_core.trace.loader import load_job
 from lumos_core.trace.model import Kind
@@ -120,3 +120,17 @@ def test_rank_tables_of_nanogpt_window_and_find() -> None:
                 or table.start[table.find(row, x, 0.0)] <= x <= table.end[table.find(row, x, 0.0)]
             )
     assert table.nbytes / len(table) < 40
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_row_order_is_the_full_sort_by_row_then_start(seed: int) -> None:
+    """The quick stable sort by row is only kept when it equals lexsort((start, key)), ties included."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(0, 3000))
+    lane = rng.integers(0, [3, 8, 300, 2, 5, 40][seed], n).astype(np.int32)
+    depth = rng.integers(0, [1, 4, 400, 2, 3, 2][seed], n).astype(np.int16)
+    start = np.round(rng.uniform(0, 1e6, n))  # many equal starts: ties must keep their order
+    if seed % 2 == 0:  # loaded events: in start order per lane
+        start = np.sort(start)
+    key = lane.astype(np.int64) * 65536 + depth.astype(np.int64)
+    assert np.array_equal(row_order(lane, depth, key, start), np.lexsort((start, key)))

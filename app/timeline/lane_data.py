@@ -153,9 +153,7 @@ def build_row_table(rank: RankTrace, families: np.ndarray) -> RowTable:
     keep = np.where(on_gpu, np.isin(rank.kind, GPU_DRAWN), np.isin(rank.kind, CPU_DRAWN))
     idx = np.flatnonzero(keep)
     key = rank.lane[idx].astype(np.int64) * 65536 + rank.depth[idx].astype(np.int64)
-    # by row, then start: loaded events are already in start order per lane, but a predicted
-    # timeline keeps the measured order, and events that move with their neighbours may swap
-    order = np.lexsort((rank.start[idx], key))
+    order = row_order(rank.lane[idx], rank.depth[idx], key, rank.start[idx])
     idx = idx[order]
     key = key[order]
     heads = np.flatnonzero(np.r_[True, key[1:] != key[:-1]]) if len(key) else np.zeros(0, np.int64)
@@ -181,6 +179,27 @@ def build_row_table(rank: RankTrace, families: np.ndarray) -> RowTable:
             # improperly nested CPU events: search on the running maximum instead
             table._reach[r] = np.maximum.accumulate(e)
     return table
+
+
+def row_order(lane: np.ndarray, depth: np.ndarray, key: np.ndarray, start: np.ndarray) -> np.ndarray:
+    """The order that sorts events by row (``key``: lane, then depth), then ``start``, ties kept in
+    place: what ``np.lexsort((start, key))`` gives. Loaded events are already in start order per
+    lane, so a stable sort by row alone is tried first, and kept when it leaves every row in start
+    order: with few rows the row is a 16-bit code, which numpy sorts stably by radix (a few times
+    faster than the full sort). A predicted timeline keeps the measured order, where events that
+    move with their neighbours may swap, and takes the full sort."""
+    if not len(key):
+        return np.zeros(0, np.int64)
+    n_depths = int(depth.max()) + 1
+    if int(depth.min()) >= 0 and (int(lane.max()) + 1) * n_depths <= 65536:
+        code = (lane.astype(np.int64) * n_depths + depth).astype(np.uint16)
+        order = np.argsort(code, kind="stable")
+    else:
+        order = np.argsort(key, kind="stable")
+    k, s = key[order], start[order]
+    if bool(((s[1:] < s[:-1]) & (k[1:] == k[:-1])).any()):
+        return np.lexsort((start, key))
+    return order
 
 
 def empty_table() -> RowTable:
