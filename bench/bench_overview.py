@@ -30,6 +30,72 @@ sys.path.insert(0, str(REPO))
 TARGETS = {"first_paint_256_s": 3.0, "overview_build_ms": 100.0}
 
 
+STARTUP = (
+    "import time, resource; t = time.perf_counter(); "
+    "from PySide6.QtWidgets import QApplication; import app.main_window; "
+    "r = resource.getrusage(resource.RUSAGE_SELF); "
+    "print(f'{time.perf_counter() - t:.2f} {r.ru_utime + r.ru_stime:.2f}')"
+)
+
+
+class StageTimers:
+    """Wall and thread-CPU seconds of the steps of opening a job, by wrapping the functions the
+    loader and the window call (module attributes and window methods: nothing is changed but timed)."""
+
+    STEPS = [  # (module, function, stage)
+        ("lumos_core.trace.cache", "load", "worker: cached columns mapped (cache.load)"),
+        ("app.loaded_job", "load_job", "worker: load_job in all"),
+        ("lumos_core.trace.loader", "match_collectives", "worker:   collective matching"),
+        ("lumos_core.trace.loader", "estimate_offsets", "worker:   clock alignment (offsets)"),
+        ("app.loaded_job", "event_families", "worker: kernel families"),
+        ("app.loaded_job", "build_row_table", "worker: row tables (lanes)"),
+        ("app.loaded_job", "iteration_windows", "worker: iteration windows (marks)"),
+        ("app.loaded_job", "find_stragglers", "worker: stragglers"),
+        ("app.loaded_job", "activity_index", "worker: overview index"),
+        ("app.loaded_job", "rank_memory", "worker: memory records"),
+        ("app.loaded_job", "infer_job_baseline", "worker: inferred configuration (groups)"),
+        ("app.job_opening", "summarise_job", "worker: summaries, after the paint"),
+    ]
+
+    def __init__(self) -> None:
+        self.times: dict[str, list[float]] = {}  # stage -> [calls, wall, cpu, first end (perf_counter)]
+        self.t0 = 0.0
+
+    def _timed(self, fn, stage: str):  # type: ignore[no-untyped-def]
+        def run(*a, **k):  # type: ignore[no-untyped-def]
+            t, c = time.perf_counter(), time.thread_time()
+            try:
+                return fn(*a, **k)
+            finally:
+                row = self.times.setdefault(stage, [0, 0.0, 0.0, 0.0])
+                row[0] += 1
+                row[1] += time.perf_counter() - t
+                row[2] += time.thread_time() - c
+                row[3] = row[3] or time.perf_counter()
+
+        return run
+
+    def install(self) -> None:
+        import importlib
+
+        for mod, name, stage in self.STEPS:
+            m = importlib.import_module(mod)
+            setattr(m, name, self._timed(getattr(m, name), stage))
+        self.t0 = time.perf_counter()
+
+    def wrap(self, obj, name: str, stage: str) -> None:  # type: ignore[no-untyped-def]
+        setattr(obj, name, self._timed(getattr(obj, name), stage))
+
+    def report(self, first_paint_s: float) -> None:
+        print("stages (wall s / thread CPU s; numba kernels are not loaded before the first paint):")
+        for stage, (calls, wall, cpu, _end) in self.times.items():
+            print(f"  {stage:48s} {wall:6.2f} / {cpu:5.2f}  ({calls} call{'s' * (calls != 1)})")
+        from lumos_core.graph import kernels
+
+        loaded = sorted(n for n, f in vars(kernels).items() if getattr(f, "signatures", None))
+        print(f"  compiled kernels loaded by the time the summaries were in: {', '.join(loaded) or 'none'}")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("job")
@@ -47,15 +113,31 @@ def main() -> int:
     )
     print(f"cache ready (parse if needed, not timed as first paint): {time.perf_counter() - t0:.1f} s")
 
+    startup = subprocess.run(
+        [sys.executable, "-c", STARTUP],
+        check=True,
+        env=dict(os.environ, PYTHONPATH=str(REPO), QT_QPA_PLATFORM="offscreen"),
+        capture_output=True,
+        text=True,
+    ).stdout.split()
+    print(f"start-up (a fresh process importing the app): {startup[0]} s, {startup[1]} CPU s")
+
     from PySide6.QtWidgets import QApplication
 
     from app.main_window import MainWindow
     from app.timeline.overview_data import activity_classes
 
+    stages = StageTimers()
+    stages.install()
+
     app = QApplication.instance() or QApplication([])
     w = MainWindow(restore_layout=False, theme="light")
     w.resize(1600, 1000)
     w.show()
+    stages.wrap(w, "show_lanes", "GUI: lanes handed to the widgets")
+    stages.wrap(w, "show_summaries", "GUI: summaries handed to the panes")
+    stages.wrap(w.timeline.overview, "follow", "GUI: overview strip (re)built")
+    stages.wrap(w.timeline.item, "paint", "GUI: timeline paint")
     painted: list[float] = []
     cpu: list[float] = []  # CPU seconds of the process (all threads) from the open request
     w.first_painted.connect(painted.append)
@@ -84,6 +166,7 @@ def main() -> int:
         time.sleep(0.002)
     summaries_s = w.timings.get("summaries_s", float("nan"))
     cpu_all = time.process_time() - cpu0
+    stages.report(painted[0])
     print(
         f"summary panes filled (job_loaded) after {summaries_s:.2f} s ({summaries_s - painted[0]:.2f} s after the first paint), {cpu_all:.2f} CPU s in all"
     )
