@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from lumos_core.replay.breakdown import Breakdown, activity, breakdown, steady_windows
+from lumos_core.replay.breakdown import Breakdown, Window, activity, breakdowns, steady_windows
 from lumos_core.trace.model import RankTrace
 
 
@@ -38,18 +38,25 @@ class Outcome:
 
 def outcome_of(config: Any, ranks: list[RankTrace]) -> Outcome:
     """Mean steady-state iteration time over the ranks, and the mean breakdown of their windows."""
+    rows = []
+    for t in ranks:
+        windows = steady_windows(t)
+        rows.append((t.rank, windows, breakdowns(*activity(t), windows) if windows else []))
+    return outcome_from(config, rows)
+
+
+def outcome_from(config: Any, rows: list[tuple[int, list[Window], list[Breakdown]]]) -> Outcome:
+    """:func:`outcome_of` from each rank's steady-state windows and their breakdowns, for a caller
+    that has computed them already: (rank, windows, breakdowns) per rank, in the job's rank order."""
     per_rank: dict[int, float] = {}
     parts = np.zeros(4)
     n = 0
-    for t in ranks:
-        windows = steady_windows(t)
+    for rank, windows, bds in rows:
         if not windows:
             continue
-        s, e, c = activity(t)
         lengths = [w.length for w in windows]
-        per_rank[t.rank] = float(np.mean(lengths)) / 1000
-        for w in windows:
-            b = breakdown(s, e, c, w.start, w.end)
+        per_rank[rank] = float(np.mean(lengths)) / 1000
+        for b in bds:
             parts += (b.exposed_compute_ns, b.overlapped_ns, b.exposed_comm_ns, b.other_ns)
             n += 1
     if n == 0:

@@ -9,7 +9,6 @@ critical path of each iteration.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import re
 import time
@@ -28,16 +27,18 @@ from lumos_core.replay.breakdown import (
     ITERATION_DEFINITION,
     Breakdown,
     Window,
-    activity,
-    breakdown,
+    activity_events,
+    activity_unions,
+    gpu_activity,
     iteration_windows,
+    window_breakdowns,
 )
 from lumos_core.replay.intervals import coverage
 from lumos_core.replay.kernels import CAT_COMM, CAT_COMPUTE, CAT_CPU, CAT_LAG, CAT_SYNC_WAIT, critical_walk
-from lumos_core.replay.outcome import Outcome, outcome_of
+from lumos_core.replay.outcome import Outcome, outcome_from
 from lumos_core.replay.simulate import binding_end_predecessor, binding_predecessor, simulate
-from lumos_core.trace.model import GPU_ACTIVITY_KINDS, Job, RankTrace
-from lumos_core.trace.rank_analysis import find_iterations
+from lumos_core.replay.timeline import predicted_rank
+from lumos_core.trace.model import Job, RankTrace
 
 
 @dataclass
@@ -214,147 +215,90 @@ def replay(
     t0 = time.perf_counter()
     if graph is None:
         graph = build_graph(job, progress=scaled(progress, 0.0, 0.5))
-    dur, _ = scaled_durations(graph, scale or {})
+    dur = scaled_durations(graph, scale)[0] if scale else None  # None: the graph's own, not copied
     progress(0.55, f"simulating {graph.n_nodes} tasks")
     t1 = time.perf_counter()
     start, end = simulate(graph, dur)
     sim_seconds = time.perf_counter() - t1
+    del dur
     progress(0.8, "building the predicted timeline")
     timeline = [predicted_rank(graph, t, start, end) for t in job.ranks]
-    ranks = [_compare(graph, t, p, start, end, None) for t, p in zip(job.ranks, timeline)]
+    compared = [_compare(t, p) for t, p in zip(job.ranks, timeline)]
+    ranks = [c.result for c in compared]
     if critical_paths:
-        _add_critical_paths(graph, start, end, ranks, timeline)
+        _add_critical_paths(graph, start, end, [(c.result, c.replayed) for c in compared])
     progress(1.0, "replay done")
+    seconds = time.perf_counter() - t0
     return ReplayResult(
         graph=graph,
         start=start,
         end=end,
         timeline=timeline,
         ranks=ranks,
-        seconds=time.perf_counter() - t0,
+        seconds=seconds,
         simulate_seconds=sim_seconds,
         scale=dict(scale or {}),
-        measured=outcome_of(None, job.ranks),
-        replayed=outcome_of(None, timeline),
+        measured=outcome_from(None, [c.steady(measured=True) for c in compared]),
+        replayed=outcome_from(None, [c.steady(measured=False) for c in compared]),
     )
 
 
-def predicted_rank(graph: ExecutionGraph, t: RankTrace, start: np.ndarray, end: np.ndarray) -> RankTrace:
-    """The rank's events with replayed times. Tasks take their node's times; other events (parent
-    operators, annotations, sync markers) move with the tasks around them on their lane."""
-    node_of = graph.rank_nodes[t.rank]
-    is_task = node_of >= 0
-    ev = np.flatnonzero(is_task)
-    nodes = node_of[ev]
-    disp_start_node = np.where(graph.arrive_of[nodes] >= 0, graph.arrive_of[nodes], nodes)
-    new_start = t.start.copy()
-    new_end = t.start + t.dur
-    new_start[ev] = start[disp_start_node]
-    new_end[ev] = end[nodes]
-    others = np.flatnonzero(~is_task)
-    if len(others):
-        for lane in range(len(t.lanes)):
-            sl = t.lane_slice(lane)
-            lane_ev = np.arange(sl.start, sl.stop)
-            task_ev = lane_ev[is_task[sl]]
-            other_ev = lane_ev[~is_task[sl]]
-            if len(other_ev) == 0 or len(task_ev) == 0:
-                continue
-            ms = t.start[task_ev]
-            me = ms + t.dur[task_ev]
-            order_e = np.argsort(me, kind="stable")
-            me_sorted = me[order_e]
-            ne_sorted = new_end[task_ev][order_e]
-            ns = new_start[task_ev]
-            os_ = t.start[other_ev]
-            oe = os_ + t.dur[other_ev]
-            s_new = _map_into_gaps(os_, ms, ns, me_sorted, ne_sorted)
-            e_new = np.maximum(_map_into_gaps(oe, ms, ns, me_sorted, ne_sorted), s_new)
-            new_start[other_ev] = s_new
-            new_end[other_ev] = e_new
-    p = dataclasses.replace(t, start=new_start, dur=np.maximum(new_end - new_start, 0), warnings=[])
-    p.iterations = find_iterations(p)
-    return p
+@dataclass
+class _Compared:
+    """One rank's measured and replayed iteration windows with the breakdown of every window."""
+
+    result: RankResult
+    measured: list[Window]
+    replayed: list[Window]
+    measured_breakdowns: list[Breakdown]
+    replayed_breakdowns: list[Breakdown]
+
+    def steady(self, measured: bool) -> tuple[int, list[Window], list[Breakdown]]:
+        """(rank, steady-state windows, their breakdowns), as ``outcome_from`` takes them."""
+        windows = self.measured if measured else self.replayed
+        bds = self.measured_breakdowns if measured else self.replayed_breakdowns
+        steady = windows[:-1] if len(windows) > 1 else windows  # breakdown.steady_windows
+        return self.result.rank, steady, bds[: len(steady)]
 
 
-def _map_into_gaps(
-    x: np.ndarray, ms: np.ndarray, ns: np.ndarray, me_sorted: np.ndarray, ne_sorted: np.ndarray
-) -> np.ndarray:
-    """New times of the points ``x`` of a lane that fall between its tasks (an operator's start or
-    end around the tasks it contains). Each lies in the gap from the last task ended by then to the
-    next task starting; the gap is stretched or shrunk like the replay did, and the point keeps its
-    relative place in it. An operator that does its work after its last child (common on CPU)
-    therefore keeps that work when the work is re-timed. ``ms``/``ns``: measured/new task starts
-    (ascending); ``me_sorted``/``ne_sorted``: measured/new task ends, by measured end."""
-    nxt = np.searchsorted(ms, x, side="left")  # first task starting at or after x
-    prv = np.searchsorted(me_sorted, x, side="right") - 1  # last task ended by x
-    has_n = nxt < len(ms)
-    has_p = prv >= 0
-    k = np.minimum(nxt, len(ms) - 1)
-    j = np.maximum(prv, 0)
-    by_next = x + (ns[k] - ms[k])
-    by_prev = x + (ne_sorted[j] - me_sorted[j])
-    out = np.where(has_n, by_next, by_prev)
-    both = has_n & has_p
-    if both.any():
-        g_old = (ms[k] - me_sorted[j]).astype(np.float64)
-        g_new = (ns[k] - ne_sorted[j]).astype(np.float64)
-        ok = both & (g_old > 0) & (g_new >= 0)
-        frac = np.where(ok, (x - me_sorted[j]) / np.where(g_old > 0, g_old, 1.0), 0.0)
-        interp = ne_sorted[j] + np.rint(frac * g_new).astype(np.int64)
-        out = np.where(ok, interp, out)
-    return out
-
-
-def _compare(
-    graph: ExecutionGraph,
-    measured: RankTrace,
-    predicted: RankTrace,
-    start: np.ndarray,
-    end: np.ndarray,
-    paths: PathContext | None,
-) -> RankResult:
-    mw = iteration_windows(measured)
-    pw = iteration_windows(predicted)
-    ms, me, mc = activity(measured)
-    ps, pe, pc = activity(predicted)
-    iterations = []
-    for a, b in zip(mw, pw):
-        iterations.append(
-            IterationResult(
-                a.name, a, b, breakdown(ms, me, mc, a.start, a.end), breakdown(ps, pe, pc, b.start, b.end)
-            )
-        )
-    lo = min(w.start for w in mw) if mw else 0
-    hi = max(w.end for w in mw) if mw else 0
-    gpu_m = np.isin(measured.kind, GPU_ACTIVITY_KINDS)
-    gpu_p = np.isin(predicted.kind, GPU_ACTIVITY_KINDS)
-    busy_m = coverage(measured.start[gpu_m], measured.end[gpu_m], lo, max(hi, lo + 1), 1_000_000)
-    plo = min(w.start for w in pw) if pw else 0
-    phi = max(w.end for w in pw) if pw else 0
-    busy_p = coverage(predicted.start[gpu_p], predicted.end[gpu_p], plo, max(phi, plo + 1), 1_000_000)
-    result = RankResult(measured.rank, iterations, busy_m, busy_p)
-    if paths is not None:
-        for w in pw:
-            result.critical_paths[w.name] = critical_path(graph, start, end, measured.rank, w, context=paths)
-    return result
+def _compare(measured: RankTrace, predicted: RankTrace) -> _Compared:
+    """Iterations, breakdowns and GPU busy time of a rank, measured and replayed. The replayed rank
+    has the measured one's events (new times only), so what depends on the events alone (which are
+    GPU work, which count in the breakdown) is found once for both."""
+    gpu = gpu_activity(measured)
+    has_gpu = bool(gpu.any())
+    act, comm = activity_events(measured, gpu)
+    out = []
+    for t in (measured, predicted):
+        windows = iteration_windows(t, gpu)
+        start = np.asarray(t.start)[act]
+        unions = activity_unions(start, start + np.asarray(t.dur)[act], comm)
+        lo = min(w.start for w in windows) if windows else 0
+        hi = max(w.end for w in windows) if windows else 0
+        # GPU busy time: the union of all GPU work, which is the breakdown's activity on a rank
+        # with GPU work (and nothing on a CPU-only one)
+        busy_s, busy_e = unions.both if has_gpu else (act[:0], act[:0])
+        busy = coverage(busy_s, busy_e, lo, max(hi, lo + 1), 1_000_000)
+        out.append((windows, window_breakdowns(unions, windows), busy))
+    (mw, m_bd, busy_m), (pw, p_bd, busy_p) = out
+    iterations = [IterationResult(a.name, a, b, m_bd[i], p_bd[i]) for i, (a, b) in enumerate(zip(mw, pw))]
+    return _Compared(RankResult(measured.rank, iterations, busy_m, busy_p), mw, pw, m_bd, p_bd)
 
 
 def _add_critical_paths(
     graph: ExecutionGraph,
     start: np.ndarray,
     end: np.ndarray,
-    ranks: list[RankResult],
-    timeline: list[RankTrace],
+    ranks: list[tuple[RankResult, list[Window]]],
 ) -> None:
-    """Every rank's and iteration's critical path. The compiled walk releases the GIL, so the walks
-    (long at hundreds of ranks: each crosses the whole job through its collectives) share the cores."""
+    """Every rank's and iteration's critical path (``ranks``: each rank's result and replayed
+    iteration windows). The compiled walk releases the GIL, so the walks (long at hundreds of
+    ranks: each crosses the whole job through its collectives) share the cores."""
     ctx = PathContext(graph)
-    windows = [(res, iteration_windows(p)) for res, p in zip(ranks, timeline)]
     # Iteration by iteration: the walks of one iteration share most of their path (they meet in the
     # collectives), so walking them in a row finds those nodes still in the CPU caches.
-    most = max((len(ws) for _, ws in windows), default=0)
-    work = [(res, ws[i]) for i in range(most) for res, ws in windows if i < len(ws)]
+    most = max((len(ws) for _, ws in ranks), default=0)
+    work = [(res, ws[i]) for i in range(most) for res, ws in ranks if i < len(ws)]
 
     def walk(item: tuple[RankResult, Window]) -> CriticalPath:
         return critical_path(graph, start, end, item[0].rank, item[1], context=ctx)
@@ -375,17 +319,26 @@ _SLOT_NAMES.update({CAT_LAG + k: f"lag: {k.name.lower()}" for k in EdgeKind})
 
 
 class PathContext:
-    """What every critical-path walk of one replay shares: each node's category and each rank's nodes
-    (found once, instead of scanning every node of the job per rank and iteration)."""
+    """What every critical-path walk of one replay shares: each node's category and each rank's
+    tasks (found once, instead of scanning every node of the job per rank and iteration)."""
 
     def __init__(self, graph: ExecutionGraph) -> None:
         self.categories = node_categories(graph)
-        self.by_rank = np.argsort(graph.rank, kind="stable")  # node ids ascending within a rank
-        self.sorted_ranks = graph.rank[self.by_rank]
+        tasks = np.flatnonzero(graph.node_type <= NodeType.GPU)  # the walks end on CPU or GPU tasks
+        ranks = graph.rank[tasks]
+        if len(ranks) > 1 and not bool(np.all(ranks[1:] >= ranks[:-1])):
+            order = np.argsort(ranks, kind="stable")  # node ids stay ascending within a rank
+            tasks, ranks = tasks[order], ranks[order]
+        cut = np.flatnonzero(ranks[1:] != ranks[:-1]) + 1
+        lo = np.concatenate([[0], cut]).tolist()
+        hi = np.concatenate([cut, [len(ranks)]]).tolist()
+        self._tasks = tasks
+        self._bounds = {int(ranks[a]): (a, b) for a, b in zip(lo, hi) if b > a}
 
     def nodes_of(self, rank: int) -> np.ndarray:
-        a, b = np.searchsorted(self.sorted_ranks, [rank, rank + 1])
-        return self.by_rank[a:b]
+        """The rank's CPU and GPU task nodes, ascending."""
+        a, b = self._bounds.get(rank, (0, 0))
+        return self._tasks[a:b]
 
 
 def node_categories(graph: ExecutionGraph) -> np.ndarray:
