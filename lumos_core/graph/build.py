@@ -19,6 +19,7 @@ from lumos_core.graph.edges import (
     collective_joins,
     typical_launch_latency,
 )
+from lumos_core.graph.edges.collectives import concatenate_pieces
 from lumos_core.graph.factory import Dependencies, make_graph
 from lumos_core.graph.model import NO_ANCHOR, EdgeKind, ExecutionGraph, GraphOrigin, NodeType
 from lumos_core.graph.nodes import RankNodes, rank_nodes
@@ -45,78 +46,41 @@ def build_graph(
     neither): each collective kernel is an ordinary kernel of its stream."""
     if not job.ranks:
         raise GraphError("the job has no ranks")
-    sp = EdgeList()
-    ep = EdgeList()
-    ranks: list[RankNodes] = []
-    node_rank, node_event, node_type, node_proc, node_dur, node_ms, node_me = [], [], [], [], [], [], []
-    procs: list[tuple[int, int]] = []
-    base = 0
-    notes: list[str] = []
-    latency = typical_launch_latency(job)
-    for i, t in enumerate(job.ranks):
-        progress(0.6 * i / len(job.ranks), f"graph of rank {t.rank}")
-        rn = rank_nodes(t, base)
-        ranks.append(rn)
-        n = len(rn.events)
-        lane_of = t.lane[rn.events]
-        proc_base = len(procs)
-        lanes_used = np.unique(lane_of)
-        procs.extend((t.rank, int(ln)) for ln in lanes_used)
-        proc_index = np.full(len(t.lanes), -1, np.int64)
-        proc_index[lanes_used] = proc_base + np.arange(len(lanes_used))
-        node_rank.append(np.full(n, t.rank, np.int32))
-        node_event.append(rn.events.astype(np.int32))
-        node_type.append(np.where(rn.is_gpu, NodeType.GPU, NodeType.CPU).astype(np.int8))
-        node_proc.append(proc_index[lane_of].astype(np.int32))
-        node_dur.append(t.dur[rn.events].astype(np.int64))
-        node_ms.append(t.start[rn.events].astype(np.int64))
-        node_me.append((t.start + t.dur)[rn.events].astype(np.int64))
-        ctx = RankContext(t, rn, sp, ep, notes, latency)
-        for rule in RANK_RULES:
-            rule(ctx)
-        # only the rules need these per-event maps: free them now rather than hold every rank's
-        rn.first_leaf_after = rn.last_leaf_within = np.zeros(0, np.int64)
-        base += n
-    if base == 0:
-        raise GraphError(f"{job.path}: no CPU or GPU work to replay (no tasks in any rank)")
-
-    node = {
-        "rank": np.concatenate(node_rank),
-        "event": np.concatenate(node_event),
-        "type": np.concatenate(node_type),
-        "proc": np.concatenate(node_proc),
-        "dur": np.concatenate(node_dur),
-        "ms": np.concatenate(node_ms),
-        "me": np.concatenate(node_me),
-    }
-    arrive_of = np.full(base, -1, np.int64)
+    ranks, procs, pieces, sp, ep, notes = _rank_graphs(job, progress)
     progress(0.65, "linking collectives across ranks")
     if EdgeKind.COLLECTIVE not in without:
-        node, arrive_of = collective_joins(job, ranks, node, arrive_of, sp, notes)
+        node, arrive_of = collective_joins(job, ranks, pieces, sp, notes)
+    else:
+        node = concatenate_pieces(pieces)
+        arrive_of = np.full(len(node["dur"]), -1, np.int32)
+    del pieces
 
     s_src, s_dst, s_lag, s_end, s_kind = sp.arrays()
     e_src, e_dst, e_lag, e_end, e_kind = ep.arrays()
+    del sp, ep  # the per-rank pieces: the arrays above hold the same edges
     if without:
         gone = np.asarray(sorted(int(k) for k in without), np.int8)
         ks = ~np.isin(s_kind, gone)
         s_src, s_dst, s_lag, s_end, s_kind = s_src[ks], s_dst[ks], s_lag[ks], s_end[ks], s_kind[ks]
         ke = ~np.isin(e_kind, gone)
         e_src, e_dst, e_lag, e_end, e_kind = e_src[ke], e_dst[ke], e_lag[ke], e_end[ke], e_kind[ke]
+    n_nodes = len(node["dur"])
     # A thread that resumed because another thread's work ended was blocked, not working: its pause
     # is explained by the cross-thread dependency, so its same-thread lag is no CPU time.
-    waited = np.unique(s_dst[s_kind == EdgeKind.CPU_CROSS])
-    s_lag = np.where((s_kind == EdgeKind.CPU_THREAD) & np.isin(s_dst, waited), 0, s_lag)
-    n_nodes = len(node["dur"])
+    waited = _nodes_reached(n_nodes, s_dst, s_kind == EdgeKind.CPU_CROSS)
+    s_lag[(s_kind == EdgeKind.CPU_THREAD) & waited[s_dst]] = 0
+    del waited
     anchor = np.full(n_nodes, NO_ANCHOR, np.int64)
-    has_pred = np.zeros(n_nodes, bool)
-    has_pred[s_dst] = True
+    has_pred = _nodes_reached(n_nodes, s_dst)
     anchor[~has_pred] = node["ms"][~has_pred]  # nothing precedes it: it starts when it was measured
+    del has_pred
     # GPU work launched before the profiling window waited on things the trace cannot show (its
     # launch, event waits); it starts when it was measured, or later if its stream makes it.
-    launched = np.zeros(n_nodes, bool)
-    launched[s_dst[s_kind == EdgeKind.LAUNCH]] = True
-    early = ~launched & np.isin(node["type"], [NodeType.GPU, NodeType.ARRIVE]) & (arrive_of < 0)
+    launched = _nodes_reached(n_nodes, s_dst, s_kind == EdgeKind.LAUNCH)
+    typ = node["type"]
+    early = ~launched & ((typ == NodeType.GPU) | (typ == NodeType.ARRIVE)) & (arrive_of < 0)
     anchor[early] = node["ms"][early]
+    del launched, early
 
     progress(0.75, "calibrating dependency lags")
     unexplained = 0
@@ -153,6 +117,61 @@ def build_graph(
     release_free_heap()  # building frees many mid-sized temporaries the C heap would keep
     progress(1.0, f"graph: {graph.n_tasks} tasks")
     return graph
+
+
+def _rank_graphs(
+    job: Job, progress: Progress
+) -> tuple[
+    list[RankNodes], list[tuple[int, int]], dict[str, list[np.ndarray]], EdgeList, EdgeList, list[str]
+]:
+    """Every rank's task nodes and the edges of every per-rank rule: (ranks, processors, node
+    columns as one piece per rank, start and end dependencies, notes)."""
+    sp = EdgeList()
+    ep = EdgeList()
+    ranks: list[RankNodes] = []
+    cols: dict[str, list[np.ndarray]] = {k: [] for k in ("rank", "event", "type", "proc", "dur", "ms", "me")}
+    procs: list[tuple[int, int]] = []
+    base = 0
+    notes: list[str] = []
+    latency = typical_launch_latency(job)
+    for i, t in enumerate(job.ranks):
+        progress(0.6 * i / len(job.ranks), f"graph of rank {t.rank}")
+        rn = rank_nodes(t, base)
+        ranks.append(rn)
+        n = len(rn.events)
+        lane_of = t.lane[rn.events]
+        proc_base = len(procs)
+        lanes_used = np.unique(lane_of)
+        procs.extend((t.rank, int(ln)) for ln in lanes_used)
+        proc_index = np.full(len(t.lanes), -1, np.int32)
+        proc_index[lanes_used] = proc_base + np.arange(len(lanes_used))
+        start = t.start[rn.events]
+        dur = t.dur[rn.events]
+        cols["rank"].append(np.full(n, t.rank, np.int32))
+        cols["event"].append(rn.events.astype(np.int32))
+        cols["type"].append(np.where(rn.is_gpu, NodeType.GPU, NodeType.CPU).astype(np.int8))
+        cols["proc"].append(proc_index[lane_of])
+        cols["dur"].append(dur.astype(np.int64))
+        cols["ms"].append(start.astype(np.int64))
+        cols["me"].append((start + dur).astype(np.int64))
+        ctx = RankContext(t, rn, sp, ep, notes, latency)
+        for rule in RANK_RULES:
+            rule(ctx)
+        # only the rules need these per-task and per-event arrays: free them now rather than hold
+        # every rank's until the graph is done
+        rn.first_leaf_after = rn.last_leaf_within = rn.events = np.zeros(0, np.int32)
+        rn.is_gpu = np.zeros(0, bool)
+        base += n
+    if base == 0:
+        raise GraphError(f"{job.path}: no CPU or GPU work to replay (no tasks in any rank)")
+    return ranks, procs, cols, sp, ep, notes
+
+
+def _nodes_reached(n: int, dst: np.ndarray, where: np.ndarray | None = None) -> np.ndarray:
+    """Per node: whether some edge (of those ``where`` selects) ends at it."""
+    out = np.zeros(n, bool)
+    out[dst if where is None else dst[where]] = True
+    return out
 
 
 def _summarise_notes(notes: list[str]) -> list[str]:

@@ -37,38 +37,9 @@ def rank_nodes(t: RankTrace, base: int) -> RankNodes:
     gpu = np.isin(t.kind, GPU_ACTIVITY_KINDS)
     task = cpu | gpu
     events = np.flatnonzero(task)
-    node_of_event = np.full(len(t), -1, np.int64)
+    node_of_event = np.full(len(t), -1, np.int32)  # node ids fit in int32 (the graph stores them so)
     node_of_event[events] = base + np.arange(len(events))
-    # For events that are not tasks (a launch call with children, a parent op), the first task at or
-    # after them on the same lane stands in as the source of their dependencies.
-    first_after = np.full(len(t), -1, np.int64)
-    for lane in range(len(t.lanes)):
-        a, b = int(t.lane_begin[lane]), int(t.lane_begin[lane + 1])
-        if b == a:
-            continue
-        ids = node_of_event[a:b]
-        # reverse cumulative "next valid id"
-        idx = np.where(ids >= 0, np.arange(b - a), b - a)
-        nxt = np.minimum.accumulate(idx[::-1])[::-1]
-        ok = nxt < b - a
-        fa = np.full(b - a, -1, np.int64)
-        fa[ok] = ids[nxt[ok]]
-        first_after[a:b] = fa
-    # An event's last task: the last task starting before the event ends, on its lane.
-    last_within = np.full(len(t), -1, np.int64)
-    for lane in range(len(t.lanes)):
-        a, b = int(t.lane_begin[lane]), int(t.lane_begin[lane + 1])
-        tasks = np.flatnonzero(node_of_event[a:b] >= 0)
-        if len(tasks) == 0:
-            continue
-        task_starts = t.start[a:b][tasks]
-        ends = t.start[a:b] + t.dur[a:b]
-        k = np.searchsorted(task_starts, ends, side="left") - 1
-        k = np.maximum(k, 0)
-        cand = a + tasks[k]
-        ok = cand >= np.arange(a, b)  # the task lies inside the event (or is the event)
-        lw = np.where(ok, node_of_event[cand], -1)
-        last_within[a:b] = lw
+    first_after, last_within = leaf_maps(t, events, node_of_event)
     return RankNodes(
         rank=t,
         base=base,
@@ -78,6 +49,50 @@ def rank_nodes(t: RankTrace, base: int) -> RankNodes:
         first_leaf_after=first_after,
         last_leaf_within=last_within,
     )
+
+
+def leaf_maps(t: RankTrace, events: np.ndarray, node_of_event: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per event, on its own lane: the first task at or after it (for events that are not tasks, a
+    launch call with children or a parent op, it stands in as the source of their dependencies),
+    and its last task, the last task starting before the event ends (-1 where there is none).
+
+    Whole-rank array passes: lanes are contiguous blocks sorted by start, so each lane's searches
+    become one search over all tasks keyed by (lane, start)."""
+    n = len(t)
+    first_after = np.full(n, -1, np.int32)
+    last_within = np.full(n, -1, np.int32)
+    if n == 0 or len(events) == 0:
+        return first_after, last_within
+    lane_size = np.diff(t.lane_begin)
+    lane_of = np.repeat(np.arange(len(lane_size)), lane_size)
+    lane_end = t.lane_begin[1:][lane_of]
+    # The next task at or after each event: a reverse running minimum of task positions, where a
+    # non-task counts as its lane's end (every later lane's positions are at or past it).
+    nxt = np.where(node_of_event >= 0, np.arange(n), lane_end)
+    nxt = np.minimum.accumulate(nxt[::-1])[::-1]
+    ok = nxt < lane_end
+    first_after[ok] = node_of_event[nxt[ok]]
+    # An event's last task: the last task of its lane starting before the event ends, or the lane's
+    # first task (taken only when it lies inside the event or is the event).
+    start, end = t.start, t.start + t.dur
+    t0 = int(start.min())
+    span = int(end.max()) - t0 + 1
+    lane_tasks = np.searchsorted(events, t.lane_begin)  # tasks before each lane
+    first_task = lane_tasks[:-1][lane_of]
+    has_task = lane_tasks[1:][lane_of] > first_task
+    if span * len(lane_size) < 2**62:
+        task_key = lane_of[events] * span + (start[events] - t0)
+        k = np.searchsorted(task_key, lane_of * span + (end - t0), side="left") - 1
+    else:  # times too far apart to key by (lane, start): one search per lane
+        k = np.empty(n, np.int64)
+        for lane in range(len(lane_size)):
+            a, b = int(t.lane_begin[lane]), int(t.lane_begin[lane + 1])
+            lo, hi = int(lane_tasks[lane]), int(lane_tasks[lane + 1])
+            k[a:b] = lo + np.searchsorted(start[events[lo:hi]], end[a:b], side="left") - 1
+    cand = events[np.minimum(np.maximum(k, first_task), len(events) - 1)]
+    ok = has_task & (cand >= np.arange(n))  # the task lies inside the event (or is the event)
+    last_within[ok] = node_of_event[cand[ok]]
+    return first_after, last_within
 
 
 def launches_by_stream(t: RankTrace, rn: RankNodes) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
