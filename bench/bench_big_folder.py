@@ -8,7 +8,10 @@ correlation/External ids, flow ids and ProfilerStep numbers - into one plain-JSO
 until the folder holds ``--gb`` GiB. Then, each in a fresh process whose whole process tree
 (main + parsing workers) is sampled for resident memory every 20 ms:
 
-* a cold load of the folder with the default parallelism, and with one parsing process;
+* the floor: each file of the folder read and parsed whole with ``orjson.loads``, one after another
+  in one process (the text a bare parser must get through; its dict tree takes ~10x the file);
+* a cold load of the folder with the default parallelism, and with one parsing process, in s/GiB
+  beside the floor (target: <= 12 s/GiB on 2 cores, never slower than the floor);
 * a cold load of one ``--single-gb`` GiB rank file (the streaming parser's bound on one file);
 * the refusal of a file bigger than the machine can parse (a clear message, not the OOM killer).
 
@@ -38,14 +41,17 @@ ID_STRIDE = 10_000_000  # added to correlation / External id / flow ids per copy
 STEPS_PER_COPY = 4  # ProfilerStep#10..13 in the source
 
 LOAD = """
-import json, sys, time
+import json, resource, sys, time
 from lumos_core.trace.loader import load_job
 t = time.perf_counter()
+c = time.process_time()
 job = load_job(sys.argv[1], use_cache=False, workers=int(sys.argv[2]) or None)
 dt = time.perf_counter() - t
+ch = resource.getrusage(resource.RUSAGE_CHILDREN)
+cpu = time.process_time() - c + ch.ru_utime + ch.ru_stime  # the parsing workers too
 cols = sum(sum(getattr(r, c).nbytes for c in ('kind', 'cat', 'name', 'lane', 'start', 'dur', 'correlation',
            'external_id', 'depth', 'parent', 'launch', 'args_start', 'args_len', 'args_data')) for r in job.ranks)
-print(json.dumps({'seconds': dt, 'ranks': len(job.ranks), 'events': job.n_events, 'columns': cols,
+print(json.dumps({'seconds': dt, 'cpu': cpu, 'ranks': len(job.ranks), 'events': job.n_events, 'columns': cols,
                   'skipped': [s.reason for s in job.skipped], 'iterations': len(job.ranks[0].iterations)}))
 """
 
@@ -58,6 +64,20 @@ try:
     loader.load_job(sys.argv[1], use_cache=False)
 except LumosError as exc:
     print(exc)
+"""
+
+FLOOR = """
+import gc, glob, json, sys, time, orjson
+wall = cpu = 0.0
+for f in sorted(glob.glob(sys.argv[1] + '/*.json')):
+    t, c = time.perf_counter(), time.process_time()
+    with open(f, 'rb') as fh:
+        doc = orjson.loads(fh.read())
+    wall += time.perf_counter() - t
+    cpu += time.process_time() - c
+    del doc
+    gc.collect()  # outside the timed part: each file starts from a clean heap
+print(json.dumps({'seconds': wall, 'cpu': cpu}))
 """
 
 BASELINE = "import json, time, numpy, orjson, lumos_core.trace.loader; time.sleep(0.5); print(json.dumps({}))"
@@ -207,11 +227,18 @@ def main() -> None:
         print(f"interpreter + numpy + lumos_core imported: {base / 2**20:.0f} MiB resident")
         avail = psutil.virtual_memory().available
         print(f"machine: {os.cpu_count()} CPUs, {avail / 2**30:.1f} GiB available")
+        floor, floor_peak = run_sampled(FLOOR, str(folder))
+        print(
+            f"floor (orjson.loads of each whole file, one process): {floor['seconds']:.1f} s = "
+            f"{floor['seconds'] / gib:.1f} s/GiB, {floor['cpu']:.1f} CPU s; peak {floor_peak / 2**30:.2f} GiB"
+        )
         for workers, label in ((0, "default parallelism"), (1, "one parsing process")):
             res, peak = run_sampled(LOAD, str(folder), str(workers))
             assert not res["skipped"], res["skipped"]
             print(
-                f"cold load, {label}: {res['seconds']:.1f} s = {res['seconds'] / gib:.1f} s/GiB; "
+                f"cold load, {label}: {res['seconds']:.1f} s = {res['seconds'] / gib:.1f} s/GiB (target <= 12) "
+                f"= {res['seconds'] / floor['seconds']:.2f}x the floor (target <= 1.0); {res['cpu']:.1f} CPU s = "
+                f"{res['cpu'] / floor['cpu']:.2f}x the floor's CPU; "
                 f"peak {peak / 2**30:.2f} GiB = {(peak - base) / total:.2f} GiB per GiB of JSON over the "
                 f"baseline; {res['ranks']} ranks, {res['events']:,} events, {res['iterations']} iterations "
                 f"per rank, columns {res['columns'] / 2**30:.2f} GiB = {res['columns'] / total:.2f}x the JSON"

@@ -15,7 +15,15 @@ they measure speed and memory, never accuracy.
 Targets: end to end >= 1 M tasks/s on 2 cores and <= 250 B/task; the 512-rank 175B job <= 60 s and
 <= 8 GB; ``estimate --dp 16`` on it <= 30 s.
 
+Then, for the jobs in ``--parse-jobs`` (default 512), the cold parse alone (``load_job`` into an empty
+cache folder, each in a fresh process): the local engine (default workers) and ``--engine ray``
+(a local Ray instance) with 1 and with 2 workers, in s per GiB of JSON beside the floor measured in
+the same run (``gzip.decompress`` + ``orjson.loads`` of the files one after another in one process;
+for more than ``--floor-files`` files an evenly spaced sample, scaled by JSON bytes). Target: cold
+load <= 12 s/GiB on 2 cores and never slower than the floor. Run it under the 512-rank lock.
+
 Usage: .venv/bin/python bench/bench_scale.py [--jobs 64,256,512] [--baseline-ref REF] [--no-baseline]
+       [--parse-jobs 512] [--ray-workers 1,2] [--parse-only]
 """
 
 from __future__ import annotations
@@ -203,6 +211,12 @@ def main() -> None:
     ap.add_argument("--no-baseline", action="store_true")
     ap.add_argument("--max-gb", type=float, default=8.0, help="never let one run exceed this RSS")
     ap.add_argument("--timeout", type=float, default=900.0, help="seconds per run")
+    ap.add_argument("--parse-jobs", default="512", help="jobs whose cold parse is timed ('' for none)")
+    ap.add_argument(
+        "--ray-workers", default="1,2", help="local Ray worker counts for the parse ('' for none)"
+    )
+    ap.add_argument("--floor-files", type=int, default=64, help="files the floor parses (a sample beyond)")
+    ap.add_argument("--parse-only", action="store_true", help="only the cold parse table")
     ap.add_argument(
         "--keep-cache",
         action="store_true",
@@ -221,7 +235,10 @@ def main() -> None:
         f"{'sim s':>6} {'Mt/s wall':>8} {'Mt/s CPU':>8} {'Mt/s sim':>8} {'RSS GiB':>7} {'B/task':>7} "
         f"{'estimate s':>8}"
     )
-    print(header, flush=True)
+    if args.parse_only:
+        names = []
+    else:
+        print(header, flush=True)
     for name in names:
         job = synth(name)
         for label, code in codes:
@@ -238,8 +255,16 @@ def main() -> None:
                 line = fmt(label, name, row)
             rows.append(line)
             print(line, flush=True)
+    parse_names = [n.strip() for n in args.parse_jobs.split(",") if n.strip()]
+    if parse_names:
+        print("\ncold parse (load_job into an empty cache folder, fresh process per run):", flush=True)
+    for name in parse_names:
+        for label, code in codes:
+            parse_table(code, label, name, synth(name), args)
     if not args.no_baseline:  # the detached worktree is registered in the repository: remove it
         subprocess.run(["git", "worktree", "remove", "--force", str(codes[1][1])], cwd=REPO, check=False)
+    if args.parse_only:
+        return
     print(
         "\ncold = first run with an empty cache (JSON parse included); cached = second run (wall and CPU "
         "seconds of the whole command: start-up, load, graph, simulation, critical paths, report); replay "
@@ -248,6 +273,134 @@ def main() -> None:
         "B/task = the cached run's peak RSS / tasks; estimate = `lumos estimate --dp 16` (cached "
         "columns). Synthetic jobs: speed and memory only."
     )
+
+
+# ------------------------------------------------------------------------- cold parse vs the floor
+
+FLOOR = """
+import gc, gzip, json, sys, time, orjson
+files = sys.argv[1:]
+wall = cpu = 0.0
+raw = 0
+for f in files:
+    t, c = time.perf_counter(), time.process_time()
+    data = open(f, 'rb').read()
+    if data[:2] == b'\\x1f\\x8b':
+        data = gzip.decompress(data)
+    doc = orjson.loads(data)
+    wall += time.perf_counter() - t
+    cpu += time.process_time() - c
+    raw += len(data)
+    del doc, data
+    gc.collect()  # outside the timed part: each file starts from a clean heap
+print(json.dumps({'wall': wall, 'cpu': cpu, 'json_bytes': raw}))
+"""
+
+PARSE = """
+import json, os, resource, sys, time
+engine, workers, folder = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+from lumos_core.trace.loader import load_job
+parser = None
+ray_start = 0.0
+if engine == 'ray':
+    from lumos_core.sweep.ray_load import RayParser
+    parser = RayParser(jobs=workers or None)
+    t = time.perf_counter()
+    parser.engine.connect()  # Ray's own start-up, reported apart from the parse
+    ray_start = time.perf_counter() - t
+last = [0.0]
+def on_file(f, state, detail):
+    if state in ('loaded', 'failed'):
+        last[0] = time.perf_counter()
+t0 = time.perf_counter()
+c0 = time.process_time()
+job = load_job(folder, use_cache=True, workers=workers or None, parser=parser, on_file=on_file)
+cpu = time.process_time() - c0
+if parser is not None:
+    parser.close()
+ch = resource.getrusage(resource.RUSAGE_CHILDREN)
+print(json.dumps({'parse_wall': last[0] - t0, 'cpu': cpu + ch.ru_utime + ch.ru_stime, 'ranks': len(job.ranks),
+                  'skipped': len(job.skipped), 'ray_start': ray_start}))
+"""
+
+
+def run_py(code: Path, script: str, args: list[str], cache: Path, max_bytes: int, timeout: float) -> Run:
+    """``python -c SCRIPT ARGS`` importing the code in ``code``, its last stdout line as JSON."""
+    import psutil
+
+    env = dict(os.environ, PYTHONPATH=str(code), LUMOS_CACHE_DIR=str(cache))
+    t0 = time.perf_counter()
+    p = psutil.Popen(
+        [sys.executable, "-c", script, *args],
+        cwd=code,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.communicate()
+        return Run(error=f"killed after {timeout:.0f} s")
+    run = Run(wall=time.perf_counter() - t0)
+    if p.returncode != 0:
+        run.error = f"exit {p.returncode}: {err.decode(errors='replace').strip().splitlines()[-1:]}"
+        return run
+    run.out = orjson.loads(out.strip().splitlines()[-1])
+    return run
+
+
+def parse_table(code: Path, label: str, name: str, job: Path, args: argparse.Namespace) -> None:
+    """Cold parse of ``job`` (local engine, then Ray with each worker count) beside the floor."""
+    files = sorted(str(f) for f in job.iterdir() if f.name.endswith((".json", ".json.gz")))
+    step = max(1, -(-len(files) // args.floor_files))
+    sample = files[::step]
+    max_bytes = int(args.max_gb * 2**30)
+    floor = run_py(code, FLOOR, sample, ROOT / "cache" / "floor", max_bytes, args.timeout)
+    if floor.error or not floor.out:
+        print(f"{name:>5} {label:<8} floor failed: {floor.error}")
+        return
+    scale = 1.0
+    json_bytes = floor.out["json_bytes"]
+    if len(sample) < len(files):  # scale the sample by the text of all files
+        from lumos_core.trace.kineto_reader import text_bytes
+
+        json_bytes = sum(text_bytes(Path(f)) for f in files)
+        scale = json_bytes / sum(text_bytes(Path(f)) for f in sample)
+    gib = json_bytes / 2**30
+    f_wall, f_cpu = floor.out["wall"] * scale, floor.out["cpu"] * scale
+    how = (
+        f"all {len(files)} files" if scale == 1.0 else f"{len(sample)} of {len(files)} files, scaled by bytes"
+    )
+    print(
+        f"{name:>5} {label:<8} {len(files)} files, {gib:.2f} GiB of JSON; floor (gzip + orjson.loads, "
+        f"one process, {how}): {f_wall:.1f} s wall = {f_wall / gib:.1f} s/GiB, {f_cpu:.1f} CPU s",
+        flush=True,
+    )
+    runs = [("local", 0)] + [("ray", int(w)) for w in args.ray_workers.split(",") if w.strip()]
+    for engine, workers in runs:
+        cache = ROOT / "cache" / f"parse-{label}-{name}-{engine}{workers}"
+        shutil.rmtree(cache, ignore_errors=True)
+        r = run_py(code, PARSE, [engine, str(workers), str(job)], cache, max_bytes, args.timeout)
+        shutil.rmtree(cache, ignore_errors=True)
+        what = "local, default workers" if engine == "local" else f"--engine ray, {workers} local worker(s)"
+        if r.error or not r.out:
+            print(f"{name:>5} {label:<8}   {what}: {r.error}", flush=True)
+            continue
+        o = r.out
+        wall = o["parse_wall"]
+        cpu = (
+            f", {o['cpu']:.1f} CPU s = {o['cpu'] / gib:.1f} CPU s/GiB = {o['cpu'] / f_cpu:.2f}x the floor's CPU"
+            if engine == "local"
+            else f" (+ {o['ray_start']:.1f} s Ray start-up; Ray workers' CPU not counted)"
+        )
+        print(
+            f"{name:>5} {label:<8}   {what}: cold parse {wall:.1f} s = {wall / gib:.1f} s/GiB "
+            f"(target <= 12) = {wall / f_wall:.2f}x the floor's wall{cpu}; {o['ranks']} ranks"
+            + (f", {o['skipped']} skipped" if o["skipped"] else ""),
+            flush=True,
+        )
 
 
 def _tasks_hint(name: str) -> int:

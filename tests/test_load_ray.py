@@ -68,3 +68,23 @@ def test_address_without_ray_engine_is_a_clear_error(job: Path, tmp_path: Path) 
         timeout=120,
     )
     assert out.returncode == 2 and "--address is for --engine ray" in out.stderr
+
+
+def test_workers_sets_the_size_of_the_local_ray_instance(job: Path, tmp_path: Path, monkeypatch) -> None:
+    """``--engine ray --workers N`` (RayParser(jobs=N)) parses on a local instance of N CPUs:
+    bench/bench_scale.py times the parse with 1 and with 2 workers this way."""
+    from lumos_core.sweep.ray_load import RayParser
+    from lumos_core.trace.loader import discover_trace_files
+    from lumos_core.trace.model import RankTrace
+
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    files = discover_trace_files(job)
+    parser = RayParser(jobs=1, root=tmp_path / "cache")
+    try:
+        parsed = dict(parser(files, True))
+        assert parser.workers == 1
+        assert parser.engine.connect().cluster_resources().get("CPU") == 1
+    finally:
+        parser.close()
+    assert sorted(parsed) == sorted(files)
+    assert all(isinstance(r, RankTrace) for r in parsed.values())
