@@ -7,9 +7,15 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from lumos_core.graph import kernels
 from lumos_core.graph.edges.cuda_sync import find_sorted, last_by_key
-from lumos_core.graph.edges.event_wait import search_in_lanes
-from lumos_core.graph.nodes import previous_end_on_stream
+from lumos_core.graph.edges.event_wait import (
+    ROUNDS,
+    search_in_lanes,
+    waits_recorded_over,
+    waits_recorded_over_reference,
+)
+from lumos_core.graph.nodes import QUEUED_GAP_NS, previous_end_on_stream
 from lumos_core.trace.model import GPU_ACTIVITY_KINDS, Kind
 
 
@@ -77,3 +83,33 @@ def test_previous_end_on_stream_equals_a_walk_back_on_the_lane(seed: int) -> Non
     )
     events = rng.integers(0, n, int(rng.integers(0, 12)))
     assert np.array_equal(previous_end_on_stream(t, events), _previous_end_loop(t, events))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_waits_recorded_over_compiled_equals_numpy_reference(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    n, m, streams = int(rng.integers(2, 60)), int(rng.integers(2, 40)), int(rng.integers(1, 5))
+    stream_lane = rng.integers(0, streams, n).astype(np.int32)
+    launch_ts = np.sort(rng.integers(0, 500, n)).astype(np.int64)
+    act_start = (launch_ts + rng.integers(0, 100, n)).astype(np.int64)
+    act_end = act_start + rng.integers(0, 60, n)
+    src = rng.integers(0, n, m).astype(np.int64)
+    dst = rng.integers(0, n, m).astype(np.int64)
+    wait_ts = rng.integers(0, 600, m).astype(np.int64)
+    rec_ts = wait_ts - rng.integers(0, 300, m)
+    args = (src, dst, rec_ts, wait_ts, stream_lane, launch_ts, act_start, act_end)
+    want = waits_recorded_over_reference(*args)
+    for got in (waits_recorded_over(*args), _kernel_as_python(*args)):
+        for g, w in zip(got, want):
+            assert g.dtype == np.int64 and np.array_equal(g, w)
+
+
+def _kernel_as_python(src, dst, rec_ts, wait_ts, stream_lane, launch_ts, act_start, act_end):  # type: ignore[no-untyped-def]
+    """The kernel's own code run by the interpreter (what LUMOS_JIT=0 would run)."""
+    into = stream_lane[dst]
+    order = np.lexsort((wait_ts, into))
+    i64 = np.int64
+    return kernels.waits_recorded_over.py_func(
+        src, dst, rec_ts, into[order].astype(i64), wait_ts[order], order.astype(i64), stream_lane.astype(i64),
+        launch_ts, act_start, act_end, QUEUED_GAP_NS, ROUNDS,
+    )  # fmt: skip

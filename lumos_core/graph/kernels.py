@@ -404,6 +404,94 @@ def csr_edges(n, dst, src, lag, from_end, kind):  # type: ignore[no-untyped-def]
     return ptr, (o_src, o_lag, o_end, o_kind)
 
 
+@kernel
+def _grown(a, n):  # type: ignore[no-untyped-def]
+    """``a`` with room for at least ``n`` entries (its first entries kept)."""
+    if n <= len(a):
+        return a
+    out = np.empty(max(2 * len(a), n), a.dtype)
+    out[: len(a)] = a
+    return out
+
+
+@kernel
+def waits_recorded_over(  # type: ignore[no-untyped-def]
+    src, dst, cap, key_lane, key_ts, order, stream_lane, launch_ts, act_start, act_end, queued_gap, rounds
+):
+    """The pairs an event captures besides its stream's last kernel, found ``rounds`` times over
+    (chains of waits): ``edges.event_wait.waits_recorded_over_reference`` is its numpy form, the
+    reference. All arguments are launch-indexed int64 arrays; ``key_lane``/``key_ts`` are the
+    waits' held stream and time sorted by (stream, time), ``order`` the pair of each key. Returns
+    the added (src, dst, lag), in the order the numpy form appends them."""
+    width = len(launch_ts)
+    seen = {np.int64(-1)}  # typed by its first key (no pair key is negative)
+    for i in range(len(src)):
+        seen.add(src[i] * width + dst[i])
+    out_src = np.empty(16, np.int64)
+    out_dst = np.empty(16, np.int64)
+    out_lag = np.empty(16, np.int64)
+    n_out = 0
+    new_src = src.copy()
+    new_dst = dst.copy()
+    new_cap = cap.copy()
+    for _ in range(rounds):
+        m = len(new_src)
+        lo = np.empty(m, np.int64)
+        hi = np.empty(m, np.int64)
+        total = 0
+        for p in range(m):
+            lane_a = stream_lane[new_src[p]]
+            a = np.searchsorted(key_lane, lane_a, side="left")
+            b = np.searchsorted(key_lane, lane_a, side="right")
+            lo[p] = a + np.searchsorted(key_ts[a:b], launch_ts[new_src[p]], side="right")
+            hi[p] = a + np.searchsorted(key_ts[a:b], new_cap[p], side="left")
+            if hi[p] > lo[p]:
+                total += hi[p] - lo[p]
+        if total == 0:
+            break
+        cand_key = np.empty(total, np.int64)
+        cand_cap = np.empty(total, np.int64)
+        c = 0
+        for p in range(m):
+            d = new_dst[p]
+            for j in range(lo[p], hi[p]):
+                s = src[order[j]]
+                k = s * width + d
+                if stream_lane[s] != stream_lane[d] and k not in seen:
+                    cand_key[c] = k
+                    cand_cap[c] = new_cap[p]
+                    c += 1
+        if c == 0:
+            break
+        perm = np.argsort(cand_key[:c], kind="mergesort")  # stable: the first of equal pairs leads
+        new_src = np.empty(c, np.int64)
+        new_dst = np.empty(c, np.int64)
+        next_cap = np.empty(c, np.int64)
+        u = 0
+        last = -1  # keys are >= 0
+        for q in range(c):
+            k = cand_key[perm[q]]
+            if k != last:
+                last = k
+                new_src[u] = k // width
+                new_dst[u] = k % width
+                next_cap[u] = cand_cap[perm[q]]
+                u += 1
+        new_src, new_dst, new_cap = new_src[:u], new_dst[:u], next_cap[:u]
+        out_src = _grown(out_src, n_out + u)
+        out_dst = _grown(out_dst, n_out + u)
+        out_lag = _grown(out_lag, n_out + u)
+        for q in range(u):
+            s = new_src[q]
+            d = new_dst[q]
+            seen.add(s * width + d)
+            out_src[n_out] = s
+            out_dst[n_out] = d
+            out_lag[n_out] = min(max(act_start[d] - act_end[s], 0), queued_gap)
+            n_out += 1
+    return out_src[:n_out].copy(), out_dst[:n_out].copy(), out_lag[:n_out].copy()
+
+
 def warm_up() -> None:
     """Compile the kernels on tiny inputs."""
     ptr = np.asarray([0, 0, 1], np.int64)
@@ -432,3 +520,4 @@ def warm_up() -> None:
         csr_edges(1, ids, ids, i64, b, i8)
     for keys in (i32, i64):
         stable_bucket_order(keys, 1)
+    waits_recorded_over(i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, 5_000, 4)

@@ -43,6 +43,7 @@ def add_event_waits(ctx: RankContext) -> None:
 
 
 Launches = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+ROUNDS = 4  # links of a chain of waits followed
 
 
 def with_waits_recorded_over(
@@ -72,20 +73,64 @@ def with_waits_recorded_over(
     node_ev = rn.events[launch_nodes - rn.base]
     act_start = t.start[node_ev]
     act_end = act_start + t.dur[node_ev]
+    find = waits_recorded_over if jit.ENABLED else waits_recorded_over_reference
+    more = find(src, dst, rec_ts, wait_ts, stream_lane, launch_ts, act_start, act_end)
+    return np.concatenate([src, more[0]]), np.concatenate([dst, more[1]]), np.concatenate([lag, more[2]])
+
+
+def _waits_by_stream(dst: np.ndarray, wait_ts: np.ndarray, stream_lane: np.ndarray) -> tuple[np.ndarray, ...]:
+    """(order, held stream, wait time) of the waits sorted by (held stream, wait time), to find those
+    into a stream within a time range."""
     into = stream_lane[dst]  # the stream each wait holds
-    # waits sorted by (held stream, wait time), to find those into a stream within a time range
     order = np.lexsort((wait_ts, into))
-    key_lane, key_ts = into[order], wait_ts[order]
+    return order, into[order], wait_ts[order]
+
+
+def waits_recorded_over(
+    src: np.ndarray,
+    dst: np.ndarray,
+    rec_ts: np.ndarray,
+    wait_ts: np.ndarray,
+    stream_lane: np.ndarray,
+    launch_ts: np.ndarray,
+    act_start: np.ndarray,
+    act_end: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The (src, dst, lag) :func:`with_waits_recorded_over` adds, compiled
+    (:func:`lumos_core.graph.kernels.waits_recorded_over`)."""
+    order, key_lane, key_ts = _waits_by_stream(dst, wait_ts, stream_lane)
+    i64 = np.int64
+
+    def arr(a: np.ndarray) -> np.ndarray:
+        return np.ascontiguousarray(a, i64)
+
+    return kernels.waits_recorded_over(  # type: ignore[no-any-return]
+        arr(src), arr(dst), arr(rec_ts), arr(key_lane), arr(key_ts), arr(order), arr(stream_lane),
+        arr(launch_ts), arr(act_start), arr(act_end), QUEUED_GAP_NS, ROUNDS,
+    )  # fmt: skip
+
+
+def waits_recorded_over_reference(
+    src: np.ndarray,
+    dst: np.ndarray,
+    rec_ts: np.ndarray,
+    wait_ts: np.ndarray,
+    stream_lane: np.ndarray,
+    launch_ts: np.ndarray,
+    act_start: np.ndarray,
+    act_end: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`waits_recorded_over` in numpy, a round of pairs at a time."""
+    order, key_lane, key_ts = _waits_by_stream(dst, wait_ts, stream_lane)
     # a pair (a, b) of launch indices as one number, ordered as the pairs are
-    width = len(launch_nodes)
+    width = len(launch_ts)
     seen = np.unique(src * width + dst)
+    out_src, out_dst, out_lag = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
     new_src, new_dst, new_cap = src, dst, rec_ts
-    for _ in range(4):
+    for _ in range(ROUNDS):
         lane_a = stream_lane[new_src]
-        lo_key = np.searchsorted(key_lane, lane_a, "left")
-        hi_key = np.searchsorted(key_lane, lane_a, "right")
-        lo = np.maximum(lo_key, search_in_lanes(key_lane, key_ts, lane_a, launch_ts[new_src], "right"))
-        hi = np.minimum(hi_key, search_in_lanes(key_lane, key_ts, lane_a, new_cap, "left"))
+        lo = search_in_lanes(key_lane, key_ts, lane_a, launch_ts[new_src], "right")
+        hi = search_in_lanes(key_lane, key_ts, lane_a, new_cap, "left")
         n = np.maximum(hi - lo, 0)
         if not n.any():
             break
@@ -101,14 +146,11 @@ def with_waits_recorded_over(
         uniq, first_of = np.unique(cand_key, return_index=True)  # first of each pair, pairs in order
         cand_src, cand_dst, cand_cap = uniq // width, uniq % width, cand_cap[first_of]
         seen = np.union1d(seen, uniq)
-        gap = np.clip(act_start[cand_dst] - act_end[cand_src], 0, QUEUED_GAP_NS)
-        src, dst, lag = (
-            np.concatenate([src, cand_src]),
-            np.concatenate([dst, cand_dst]),
-            np.concatenate([lag, gap]),
-        )
+        out_src.append(cand_src)
+        out_dst.append(cand_dst)
+        out_lag.append(np.clip(act_start[cand_dst] - act_end[cand_src], 0, QUEUED_GAP_NS))
         new_src, new_dst, new_cap = cand_src, cand_dst, cand_cap
-    return src, dst, lag
+    return np.concatenate(out_src), np.concatenate(out_dst), np.concatenate(out_lag)
 
 
 def search_in_lanes(
