@@ -161,6 +161,7 @@ def _rank_graphs(
         # every rank's until the graph is done
         rn.first_leaf_after = rn.last_leaf_within = rn.events = np.zeros(0, np.int32)
         rn.is_gpu = np.zeros(0, bool)
+        rn.launches = None
         base += n
     if base == 0:
         raise GraphError(f"{job.path}: no CPU or GPU work to replay (no tasks in any rank)")

@@ -25,6 +25,7 @@ class RankNodes:
     node_of_event: np.ndarray  # event -> global node id (-1 when the event is not a task)
     first_leaf_after: np.ndarray  # event -> global node id of the first task at/after it on its lane
     last_leaf_within: np.ndarray  # event -> global node id of its last task (itself if it is a task)
+    launches: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None  # launches_by_stream
 
 
 def rank_nodes(t: RankTrace, base: int) -> RankNodes:
@@ -96,14 +97,18 @@ def leaf_maps(t: RankTrace, events: np.ndarray, node_of_event: np.ndarray) -> tu
 
 
 def launches_by_stream(t: RankTrace, rn: RankNodes) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """GPU task nodes with their launch start time, launching lane and stream lane, in launch order."""
+    """GPU task nodes with their launch start time, launching lane and stream lane, in launch order
+    (worked out once per rank: several rules ask; the arrays are shared, never to be modified)."""
+    if rn.launches is not None:
+        return rn.launches
     gpu_nodes = np.flatnonzero(rn.is_gpu)
     ev = rn.events[gpu_nodes]
     launch = t.launch[ev]
     ok = launch >= 0
     order = np.argsort(t.start[launch[ok]], kind="stable")
     nodes = rn.base + gpu_nodes[ok][order]
-    return nodes, t.start[launch[ok]][order], t.lane[launch[ok]][order], t.lane[ev[ok]][order]
+    rn.launches = (nodes, t.start[launch[ok]][order], t.lane[launch[ok]][order], t.lane[ev[ok]][order])
+    return rn.launches
 
 
 # Kind (int8) -> is a GPU activity: a table look-up (indices of int8 values wrap like int8 does)

@@ -186,8 +186,6 @@ def event_wait_pairs(
     node_ev = rn.events[launch_nodes - rn.base]
     act_start = t.start[node_ev]
     act_end = act_start + t.dur[node_ev]
-    launch_of = t.launch[node_ev]
-    launch_end = t.start[launch_of] + t.dur[launch_of]
     record_mask = t.names_matching(lambda s: s in EVENT_RECORD_CALLS)
     wait_mask = t.names_matching(lambda s: s in STREAM_WAIT_CALLS)
     m = len(waits)
@@ -214,6 +212,12 @@ def event_wait_pairs(
         ok[ok] = starts[rec[ok]] <= starts[waits[sel[ok]]]  # never a record issued after the wait
         exact_has_rec[sel] = ok
         exact_rec_ts[sel[ok]] = starts[rec[ok]]
+    if has_exact.all():  # only the waits inferred from the launch order read these
+        launch_end = prev_end = np.zeros(len(node_ev), np.int64)
+    else:
+        launch_of = t.launch[node_ev]
+        launch_end = t.start[launch_of] + t.dur[launch_of]
+        prev_end = previous_end_on_stream(t, node_ev)
     i64, i32 = np.int64, np.int32
 
     def arr(a: np.ndarray, dtype: type) -> np.ndarray:
@@ -223,7 +227,7 @@ def event_wait_pairs(
         arr(waits, i64), arr(t.lane_begin[t.lane[waits]], i64), has_exact, exact_dest, exact_src,
         exact_rec_ts, exact_has_rec, arr(launch_ts, i64), arr(launch_lane, i32), arr(stream_lane, i32),
         arr(act_start, i64), arr(act_end, i64), arr(launch_end, i64),
-        arr(previous_end_on_stream(t, node_ev), i64), arr(t.start, i64), arr(t.dur, i64),
+        arr(prev_end, i64), arr(t.start, i64), arr(t.dur, i64),
         arr(t.kind, np.int8), arr(t.lane, i32), arr(t.external_id, i64), record_mask[t.name],
         wait_mask[t.name], int(Kind.RUNTIME), int(typical_latency), QUEUED_GAP_NS,
     )  # fmt: skip
