@@ -130,9 +130,29 @@ def test_measured_topological_order_compiled_equals_reference(
     by_key = np.argsort(key, kind="stable").astype(np.int32)
     is_join = g.node_type == NodeType.JOIN
     plain, deg = graph_kernels.measured_order.py_func(
-        by_key, key, is_join, g.sp_ptr, g.sp_src, g.ep_ptr, g.ep_src
+        by_key, key[by_key], is_join, g.sp_ptr, g.sp_src, g.ep_ptr, g.ep_src
     )
     assert np.array_equal(plain, ref) and not deg.any()
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.integers(0, 2**32 - 1),
+    st.integers(0, 300),
+    st.sampled_from([(0, 5), (0, 2**40), (-(2**62), 2**62), (-(2**63), 2**63 - 1), (7, 8)]),
+)
+def test_radix_sort_by_key_equals_stable_argsort(seed: int, n: int, bounds: tuple[int, int]) -> None:
+    """Ties (kept in id order), negative keys, ranges needing every digit up to the full int64 one."""
+    rng = np.random.default_rng(seed)
+    lo, hi = bounds
+    key = rng.integers(lo, hi, n, dtype=np.int64, endpoint=True)
+    if n and rng.random() < 0.3:
+        key[rng.integers(0, n, n // 2)] = key[0]  # many equal keys
+    want = np.argsort(key, kind="stable")
+    for sort in (graph_kernels.sort_by_key, graph_kernels.sort_by_key.py_func):
+        order, sorted_key = sort(key.copy())
+        assert order.dtype == np.int32 and np.array_equal(order, want)
+        assert sorted_key.dtype == np.int64 and np.array_equal(sorted_key, key[want])
 
 
 def test_measured_order_takes_each_of_its_three_ways() -> None:

@@ -91,6 +91,10 @@ def build_graph(
         e_lag = calibrate_end_lags(node, e_src, e_dst, e_lag, e_end)
 
     progress(0.85, "ordering tasks")
+    # make_graph takes the lists over: no name here may keep them alive while it lays them out
+    start_deps = Dependencies(s_src, s_dst, s_lag, s_end, s_kind)
+    end_deps = Dependencies(e_src, e_dst, e_lag, e_end, e_kind)
+    del s_src, s_dst, s_lag, s_end, s_kind, e_src, e_dst, e_lag, e_end, e_kind
     graph = make_graph(
         job,
         origin=GraphOrigin.TRACED,
@@ -100,8 +104,8 @@ def build_graph(
         proc=node["proc"],
         dur=node["dur"],
         anchor=anchor,
-        start_deps=Dependencies(s_src, s_dst, s_lag, s_end, s_kind),
-        end_deps=Dependencies(e_src, e_dst, e_lag, e_end, e_kind),
+        start_deps=start_deps,
+        end_deps=end_deps,
         procs=procs,
         arrive_of=arrive_of,
         measured=(node["ms"], node["me"]),

@@ -25,6 +25,15 @@ class Dependencies:
     from_end: np.ndarray
     kind: np.ndarray
 
+    def take(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(dst, src, lag, from_end, kind), handed over: the lists are left empty, so that once they
+        are laid out by destination nobody holds them twice."""
+        out = (self.dst, self.src, self.lag, self.from_end, self.kind)
+        none = np.zeros(0, np.int32)
+        self.src, self.dst, self.lag = none, none, np.zeros(0, np.int64)
+        self.from_end, self.kind = np.zeros(0, bool), np.zeros(0, np.int8)
+        return out
+
 
 def make_graph(
     job: Job,
@@ -45,16 +54,16 @@ def make_graph(
     unexplained_ns: int = 0,
     notes: list[str] | None = None,
 ) -> ExecutionGraph:
-    """Lay the dependencies out by destination (CSR) and order the nodes.
+    """Lay the dependencies out by destination (CSR) and order the nodes. The dependency lists are
+    taken over (:meth:`Dependencies.take`): ``start_deps`` and ``end_deps`` are left empty.
 
     A traced graph needs ``measured`` (start, end per node): measured time is almost a topological
     order. A rebuilt graph must not have it; its order prefers lower node ids."""
     if (origin is GraphOrigin.TRACED) != (measured is not None):
         raise ValueError(f"a {origin.value} graph {'needs' if measured is None else 'has no'} measured times")
     n = len(dur)
-    s, e = start_deps, end_deps
-    sp_ptr, (s_src, s_lag, s_end, s_kind) = csr(n, s.dst, s.src, s.lag, s.from_end, s.kind)
-    ep_ptr, (e_src, e_lag, e_end, e_kind) = csr(n, e.dst, e.src, e.lag, e.from_end, e.kind)
+    sp_ptr, (s_src, s_lag, s_end, s_kind) = csr(n, *start_deps.take())
+    ep_ptr, (e_src, e_lag, e_end, e_kind) = csr(n, *end_deps.take())
     if measured is not None:
         try:
             order = topological_order(measured[0], measured[1], node_type, sp_ptr, s_src, ep_ptr, e_src)

@@ -143,8 +143,55 @@ def _respects(rank, sp_ptr, sp_src, ep_ptr, ep_src):  # type: ignore[no-untyped-
 
 
 @kernel
-def measured_order(by_key, key, is_join, sp_ptr, sp_src, ep_ptr, ep_src):  # type: ignore[no-untyped-def]
-    """``order.topological_order`` given ``by_key``, the nodes sorted by (key, id).
+def sort_by_key(key):  # type: ignore[no-untyped-def]
+    """The nodes in (key, id) order - ``np.argsort(key, kind="stable")`` as int32 - and the keys in
+    that order, by a least-significant-digit radix sort (11-bit digits, passes where every key has
+    the same digit skipped). ``key`` (int64) is used up as one of the two key buffers."""
+    n = len(key)
+    if n == 0:
+        return np.zeros(0, np.int32), key
+    k = key.view(np.uint64)
+    sign = np.uint64(1) << np.uint64(63)
+    lo = k[0] ^ sign
+    hi = lo
+    for i in range(n):  # flipping the sign bit orders int64 keys as unsigned ones
+        k[i] ^= sign
+        lo = min(lo, k[i])
+        hi = max(hi, k[i])
+    top = lo ^ hi  # the digits above its highest bit are the same in every key
+    k2 = np.empty(n, np.uint64)
+    idx = np.arange(n).astype(np.int32)
+    idx2 = np.empty(n, np.int32)
+    count = np.empty(2048, np.int64)
+    shift = np.uint64(0)
+    while shift < 64 and (top >> shift) > 0:
+        count[:] = 0
+        for i in range(n):
+            count[(k[i] >> shift) & np.uint64(2047)] += 1
+        if count.max() < n:  # otherwise every key has this digit: the pass would change nothing
+            total = 0
+            for d in range(2048):
+                c = count[d]
+                count[d] = total
+                total += c
+            for i in range(n):
+                d = (k[i] >> shift) & np.uint64(2047)
+                p = count[d]
+                k2[p] = k[i]
+                idx2[p] = idx[i]
+                count[d] = p + 1
+            k, k2 = k2, k
+            idx, idx2 = idx2, idx
+        shift += np.uint64(11)
+    for i in range(n):
+        k[i] ^= sign
+    return idx, k.view(np.int64)
+
+
+@kernel
+def measured_order(by_key, sorted_key, is_join, sp_ptr, sp_src, ep_ptr, ep_src):  # type: ignore[no-untyped-def]
+    """``order.topological_order`` given ``by_key``, the nodes sorted by (key, id), and their keys
+    in that order (:func:`sort_by_key`).
 
     1. (key, joins last, id) - ``by_key`` with each collective join moved after the other nodes
        of its key - when that is a topological order;
@@ -156,9 +203,9 @@ def measured_order(by_key, key, is_join, sp_ptr, sp_src, ep_ptr, ep_src):  # typ
     moved = False
     a = 0
     while a < n:
-        k = key[by_key[a]]
+        k = sorted_key[a]
         b = a + 1
-        while b < n and key[by_key[b]] == k:
+        while b < n and sorted_key[b] == k:
             b += 1
         w = a
         for q in range(a, b):

@@ -82,19 +82,18 @@ def topological_order(
     Ties: at equal times a collective's join comes after every other node (its arrivals included),
     then by id (chain order). A transfer starts with its join but sorts before it, so graphs with
     collectives usually fail that check and take Kahn's algorithm preferring (time, id), which
-    orders them right. Compiled: :func:`lumos_core.graph.kernels.measured_order` (one sort, then
-    linear passes while the measured order holds); :func:`topological_order_reference` is the same
+    orders them right. Compiled: :func:`lumos_core.graph.kernels.measured_order` (one radix sort,
+    then linear passes while the measured order holds); :func:`topological_order_reference` is the same
     in numpy and ``heapq``."""
     n = len(node_type)
     if not jit.ENABLED or not _in_range(n, sp_src, ep_src):
         return topological_order_reference(
             measured_start, measured_end, node_type, sp_ptr, sp_src, ep_ptr, ep_src
         )
-    key = order_key(measured_start, measured_end, ep_ptr)
-    by_key = np.argsort(key, kind="stable").astype(np.int32)
+    by_key, sorted_key = kernels.sort_by_key(order_key(measured_start, measured_end, ep_ptr))
     out, deg = kernels.measured_order(
         by_key,
-        key,
+        sorted_key,
         np.asarray(node_type) == NodeType.JOIN,
         np.ascontiguousarray(sp_ptr, np.int64),
         np.ascontiguousarray(sp_src),
