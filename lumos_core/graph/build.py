@@ -58,6 +58,9 @@ def build_graph(
     s_src, s_dst, s_lag, s_end, s_kind = sp.arrays()
     e_src, e_dst, e_lag, e_end, e_kind = ep.arrays()
     del sp, ep  # the per-rank pieces: the arrays above hold the same edges
+    # The per-rank pieces (node columns, edges) were small enough to come from the C heap, which
+    # keeps what they freed: give it back before the whole-graph arrays of the next steps.
+    release_free_heap()
     if without:
         gone = np.asarray(sorted(int(k) for k in without), np.int8)
         ks = ~np.isin(s_kind, gone)
