@@ -159,7 +159,8 @@ def run_app(args: list[str]) -> int:
             outcome["code"] = 1
             QTimer.singleShot(50, save_and_quit)
 
-        def on_painted(_seconds: float) -> None:
+        def on_loaded(_lj: object) -> None:
+            # the lanes are painted first; the summary panes are filled when job_loaded comes
             QTimer.singleShot(80, save_and_quit)
 
         def on_what_if_done() -> None:
@@ -181,7 +182,7 @@ def run_app(args: list[str]) -> int:
         else:
             # the measured timeline alone, the same every time (no background replay racing the grab)
             window.workbench.auto_replay = False
-            window.first_painted.connect(on_painted)
+            window.job_loaded.connect(on_loaded)
         window.load_failed.connect(on_failed)
         window.load_cancelled.connect(on_failed)
 
