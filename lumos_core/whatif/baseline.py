@@ -49,7 +49,7 @@ def process_groups(job: Job) -> dict[str, dict[str, Any]]:
             if isinstance(ranks, list) and all(isinstance(r, int) for r in ranks):
                 groups.setdefault(name, {"ranks": sorted(ranks), "desc": str(pg.get("pg_desc", ""))})
         c = t.collectives
-        for pg, granks in zip(c.pg.tolist(), c.group_ranks.tolist()):
+        for pg, granks in _first_pairs(c.pg, c.group_ranks):
             if pg < 0:
                 continue
             name = t.strings[pg]
@@ -67,9 +67,23 @@ def _collective_kinds_by_group(job: Job) -> dict[str, collections.Counter]:
     out: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
     for t in job.ranks:
         c = t.collectives
-        for pg, kind in zip(c.pg.tolist(), c.kind.tolist()):
-            out[t.strings[pg] if pg >= 0 else "?"][CollectiveKind(kind)] += 1
+        for pg, kind, count in _first_pairs(c.pg, c.kind, counts=True):
+            out[t.strings[pg] if pg >= 0 else "?"][CollectiveKind(kind)] += count
     return out
+
+
+def _first_pairs(a: np.ndarray, b: np.ndarray, counts: bool = False) -> list[tuple[int, ...]]:
+    """The distinct (a, b) pairs of two int columns in order of first appearance (with how many
+    times each appears): what a loop over every row sees first, in one pass over the arrays."""
+    if len(a) == 0:
+        return []
+    pairs = np.stack([np.asarray(a, np.int64), np.asarray(b, np.int64)], axis=1)
+    uniq, first, n = np.unique(pairs, axis=0, return_index=True, return_counts=True)
+    order = np.argsort(first, kind="stable")
+    cols = [uniq[order, 0].tolist(), uniq[order, 1].tolist()]
+    if counts:
+        cols.append(n[order].tolist())
+    return list(zip(*cols))
 
 
 def group_roles(job: Job) -> tuple[dict[str, str], dict[str, str]]:

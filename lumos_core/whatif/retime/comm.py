@@ -10,6 +10,7 @@ import numpy as np
 import orjson
 
 from lumos_core.graph.model import ExecutionGraph, NodeType
+from lumos_core.graph.order import stable_order_by_node
 from lumos_core.perf.hardware import GpuProfile
 from lumos_core.perf.nccl import (
     CollectiveSample,
@@ -23,6 +24,7 @@ from lumos_core.trace.model import CollectiveKind, Job
 from lumos_core.whatif.baseline import group_roles
 from lumos_core.whatif.config import Baseline, JobConfig
 from lumos_core.whatif.retime.plan import RetimePlan
+from lumos_core.whatif.retime.rank_nodes import nodes_by_rank
 from lumos_core.whatif.retime.ratios import collective_ratio, layer_gemm_flops
 
 _MAX_SAMPLES = 400
@@ -37,38 +39,71 @@ def trace_gpus_per_node(job: Job, gpu: GpuProfile) -> int:
 def collective_samples(job: Job, graph: ExecutionGraph, gpus_per_node: int) -> list[CollectiveSample]:
     """One sample per collective instance (transfer time = the joined transfer node, i.e. the shortest
     kernel of the instance across ranks), its group placed on nodes from the recorded group ranks
-    (node = rank // gpus_per_node), else packed."""
-    samples: list[CollectiveSample] = []
+    (node = rank // gpus_per_node), else packed. Past the first ``_MAX_SAMPLES`` samples, each (kind,
+    size, nodes) keeps at most 8."""
     by_rank = {t.rank: t for t in job.ranks}
     transfer = np.flatnonzero(graph.arrive_of >= 0)
-    seen: dict[tuple[int, int, int], int] = {}
-    shapes: dict[tuple[int, int], GroupShape] = {}
-    first_row: dict[int, np.ndarray] = {}  # per rank: event -> its first collective row (-1)
-    sizes: dict[int, np.ndarray] = {}
-    for v, r, e in zip(transfer.tolist(), graph.rank[transfer].tolist(), graph.event[transfer].tolist()):
+    t_rank = graph.rank[transfer]
+    t_event = graph.event[transfer]
+    # per transfer node: its rank's first collective row for the event, message size, group size
+    # and group-ranks string (columns filled rank by rank, kept in node order)
+    row = np.full(len(transfer), -1, np.int64)
+    size = np.zeros(len(transfer), np.int64)
+    n = np.zeros(len(transfer), np.int64)
+    gid = np.full(len(transfer), -1, np.int64)
+    kind = np.zeros(len(transfer), np.int64)
+    for r in np.unique(t_rank).tolist():
         t = by_rank[r]
         c = t.collectives
-        if r not in first_row:
-            rows_of = np.full(len(t), -1, np.int64)
-            rows_of[c.event[::-1]] = np.arange(len(c))[::-1]  # the last write wins: the first row
-            first_row[r], sizes[r] = rows_of, c.size_bytes
-        row = int(first_row[r][e]) if 0 <= e < len(t) else -1
-        if row < 0:
-            continue
-        size = int(sizes[r][row])
-        n = int(c.group_size[row])
-        if size <= 0 or n <= 1:
-            continue
-        gid = int(c.group_ranks[row])
-        key_shape = (r, gid)
+        at = np.flatnonzero(t_rank == r)
+        e = t_event[at].astype(np.int64)
+        rows_of = np.full(len(t), -1, np.int64)
+        rows_of[c.event[::-1]] = np.arange(len(c))[::-1]  # the last write wins: the first row
+        ok = (e >= 0) & (e < len(t))
+        rr = np.where(ok, rows_of[np.where(ok, e, 0)] if len(t) else -1, -1)
+        row[at] = rr
+        has = rr >= 0
+        got = at[has]
+        sel = rr[has]
+        size[got] = c.size_bytes[sel]
+        n[got] = c.group_size[sel]
+        gid[got] = c.group_ranks[sel]
+        kind[got] = c.kind[sel]
+    valid = np.flatnonzero((row >= 0) & (size > 0) & (n > 1))
+    shapes: dict[tuple[int, int], GroupShape] = {}
+    by_text: dict[tuple[str | None, int], GroupShape] = {}
+    nodes_of = np.zeros(len(valid), np.int64)
+    shape_of: list[GroupShape] = []
+    for i, (r, g, k) in enumerate(zip(t_rank[valid].tolist(), gid[valid].tolist(), n[valid].tolist())):
+        key_shape = (r, g)
         if key_shape not in shapes:
-            shapes[key_shape] = _shape_of(t.strings[gid] if gid >= 0 else None, n, gpus_per_node)
-        shape = shapes[key_shape]
-        key = (int(c.kind[row]), size, shape.nodes)
-        seen[key] = seen.get(key, 0) + 1
-        if seen[key] > 8 and len(samples) > _MAX_SAMPLES:
-            continue
-        samples.append(CollectiveSample(CollectiveKind(int(c.kind[row])), size, shape, graph.dur[v] / 1e9))
+            text = by_rank[r].strings[g] if g >= 0 else None
+            if (text, k) not in by_text:
+                by_text[(text, k)] = _shape_of(text, k, gpus_per_node)
+            shapes[key_shape] = by_text[(text, k)]
+        shape_of.append(shapes[key_shape])
+        nodes_of[i] = shapes[key_shape].nodes
+    # the i-th sample is kept while fewer than _MAX_SAMPLES + 1 were kept before it (so the first
+    # _MAX_SAMPLES + 1 always are), and after that only while its (kind, size, nodes) has not yet
+    # been seen 8 times
+    keys = np.stack([kind[valid], size[valid], nodes_of], axis=1)
+    if len(valid):
+        _, inv = np.unique(keys, axis=0, return_inverse=True)
+        inv = inv.reshape(-1)
+        by_key = np.argsort(inv, kind="stable")
+        starts = np.concatenate(([0], np.cumsum(np.bincount(inv))))
+        seen_before = np.empty(len(valid), np.int64)
+        seen_before[by_key] = np.arange(len(valid)) - starts[inv[by_key]]
+        keep = (np.arange(len(valid)) <= _MAX_SAMPLES) | (seen_before < 8)
+    else:
+        keep = np.zeros(0, bool)
+    samples: list[CollectiveSample] = []
+    for i in np.flatnonzero(keep).tolist():
+        j = int(valid[i])
+        v = int(transfer[j])
+        samples.append(
+            CollectiveSample(CollectiveKind(int(kind[j])), int(size[j]), shape_of[i], graph.dur[v] / 1e9)
+        )
     return samples
 
 
@@ -131,10 +166,12 @@ def retime_collectives(
     tok_ratio: float,
     h_ratio: float,
     notes: list[str],
+    nodes_of_rank: dict[int, np.ndarray] | None = None,
 ) -> None:
+    """``nodes_of_rank``: :func:`~lumos_core.whatif.retime.rank_nodes.nodes_by_rank` of ``graph``,
+    when the caller has it."""
     base = baseline.config
     roles, _ = group_roles(job)
-    by_rank = {t.rank: t for t in job.ranks}
     new_size = {"dp": config.dp, "tp": config.tp, "pp": config.pp, "world": config.world_size}
     old_size = {"dp": base.dp, "tp": base.tp, "pp": base.pp, "world": base.world_size}
     stride_new = {"tp": 1, "dp": config.tp, "pp": config.tp * config.dp, "world": 1}
@@ -152,31 +189,7 @@ def retime_collectives(
     act_ratio = tok_ratio * h_ratio
     gpn_old, gpn_new = trace_gpus_per_node(job, gpu_old), gpu_new.gpus_per_node
     model_new = model_for(model, gpu_new)
-    groups: dict[tuple[str, int, int], list[int]] = {}
-    by_node_rank = np.argsort(graph.rank, kind="stable")  # each rank's nodes, ascending, found once
-    sorted_ranks = graph.rank[by_node_rank]
-    for r, t in by_rank.items():
-        c = t.collectives
-        if len(c) == 0:
-            continue
-        row_of = np.full(len(t), -1, np.int64)
-        row_of[c.event] = np.arange(len(c))
-        a, b = np.searchsorted(sorted_ranks, [r, r + 1])
-        mine = by_node_rank[a:b]
-        sel = mine[(graph.event[mine] >= 0) & (graph.node_type[mine] != NodeType.ARRIVE)]
-        rows = row_of[graph.event[sel]]
-        size_bytes, kinds, pgs = c.size_bytes, c.kind, c.pg
-        for v, row in zip(sel[rows >= 0].tolist(), rows[rows >= 0].tolist()):
-            pg = int(pgs[row])
-            if kinds[row] == CollectiveKind.ALL_TO_ALL:
-                # Not a gradient collective (embedding / expert exchange): its group is the one
-                # recorded, else every rank.
-                role = roles.get(t.strings[pg], "world") if pg >= 0 else "world"
-            elif pg >= 0:
-                role = roles.get(t.strings[pg], "dp")
-            else:
-                role = "dp" if base.tp == base.pp == 1 else "world"
-            groups.setdefault((role, int(kinds[row]), int(size_bytes[row])), []).append(v)
+    groups = collective_groups(job, graph, roles, base, nodes_of_rank)
     if base.tp == 1 and base.pp == 1:  # the whole world is the data-parallel group
         groups = {
             ("dp" if role == "world" and k != CollectiveKind.ALL_TO_ALL else role, k, s): v
@@ -212,9 +225,67 @@ def retime_collectives(
         )
 
 
+_ROLES = ("dp", "tp", "pp", "world")  # what group_roles assigns
+
+
+def collective_groups(
+    job: Job,
+    graph: ExecutionGraph,
+    roles: dict[str, str],
+    base: JobConfig,
+    nodes_of_rank: dict[int, np.ndarray] | None = None,
+) -> dict[tuple[str, int, int], np.ndarray]:
+    """The graph's collective kernels (ARRIVE halves left out) grouped by (role of their group,
+    kind, message bytes): keys in order of first appearance (ranks in job order, nodes ascending),
+    each group's nodes in that order too."""
+    if nodes_of_rank is None:
+        nodes_of_rank = nodes_by_rank(graph)
+    empty = np.zeros(0, np.int64)
+    code = {r: i for i, r in enumerate(_ROLES)}
+    no_pg = code["dp" if base.tp == base.pp == 1 else "world"]
+    parts: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+    for t in job.ranks:
+        c = t.collectives
+        if len(c) == 0:
+            continue
+        row_of = np.full(len(t), -1, np.int64)
+        row_of[c.event] = np.arange(len(c))
+        mine = nodes_of_rank.get(t.rank, empty)
+        sel = mine[(graph.event[mine] >= 0) & (graph.node_type[mine] != NodeType.ARRIVE)]
+        rows = row_of[graph.event[sel]]
+        has = rows >= 0
+        nodes, rows = sel[has], rows[has]
+        kind = c.kind[rows].astype(np.int64)
+        pg = c.pg[rows]
+        a2a = kind == CollectiveKind.ALL_TO_ALL
+        role = np.empty(len(rows), np.int64)
+        for g in np.unique(pg).tolist():
+            on = pg == g
+            # All-to-all is not a gradient collective (embedding / expert exchange): its group is
+            # the one recorded, else every rank.
+            name = t.strings[g] if g >= 0 else None
+            role[on & a2a] = code[roles.get(name, "world")] if name is not None else code["world"]
+            role[on & ~a2a] = code[roles.get(name, "dp")] if name is not None else no_pg
+        parts.append((role, kind, c.size_bytes[rows].astype(np.int64), nodes))
+    if not parts:
+        return {}
+    role, kind, size, nodes = (np.concatenate(x) for x in zip(*parts))
+    # one integer per (role, kind, size): role < 4 and kind < 32 fit below the size's 128 multiple
+    key = size * 128 + kind * 4 + role
+    _, first, inv = np.unique(key, return_index=True, return_inverse=True)
+    inv = inv.reshape(-1)
+    members = stable_order_by_node(len(first), inv)  # each group's nodes together, in order
+    cuts = np.concatenate(([0], np.cumsum(np.bincount(inv, minlength=len(first)))))
+    groups: dict[tuple[str, int, int], np.ndarray] = {}
+    for g in np.argsort(first, kind="stable").tolist():
+        i = int(first[g])
+        groups[(_ROLES[role[i]], int(kind[i]), int(size[i]))] = nodes[members[cuts[g] : cuts[g + 1]]]
+    return groups
+
+
 def _ratio_of_unsized(
     graph: ExecutionGraph,
-    nodes: list[int],
+    nodes: np.ndarray,
     kind: int,
     shape_old: GroupShape,
     shape_new: GroupShape,

@@ -8,6 +8,7 @@ import numpy as np
 from lumos_core.graph.model import ExecutionGraph
 from lumos_core.trace.kernel_families import GEMM_OPS, Family, classify_names
 from lumos_core.trace.model import GPU_ACTIVITY_KINDS, RankTrace
+from lumos_core.whatif.retime.rank_nodes import nodes_by_rank
 
 # ATen ops that only make views or read metadata: their cost does not grow with tensor size.
 _VIEW_OPS = frozenset(
@@ -58,13 +59,21 @@ _VIEW_OPS = frozenset(
 )
 
 
-def family_of_nodes(graph: ExecutionGraph, ranks: dict[int, RankTrace]) -> np.ndarray:
-    """Family per graph node (CPU ops classified by op name, GPU tasks by kernel name)."""
+def family_of_nodes(
+    graph: ExecutionGraph, ranks: dict[int, RankTrace], by_rank: dict[int, np.ndarray] | None = None
+) -> np.ndarray:
+    """Family per graph node (CPU ops classified by op name, GPU tasks by kernel name).
+    ``by_rank``: :func:`~lumos_core.whatif.retime.rank_nodes.nodes_by_rank` of ``graph``, when the
+    caller has it."""
     fam = np.full(graph.n_nodes, int(Family.OTHER), np.int16)
+    if by_rank is None:
+        by_rank = nodes_by_rank(graph)
+    empty = np.zeros(0, np.int64)
     for r, t in ranks.items():
         names = classify_names(t.strings)
         cpu_names = cpu_op_families(t.strings)
-        sel = np.flatnonzero((graph.rank == r) & (graph.event >= 0))
+        mine = by_rank.get(r, empty)
+        sel = mine[graph.event[mine] >= 0]
         ev = graph.event[sel]
         gpu = np.isin(t.kind[ev], GPU_ACTIVITY_KINDS)
         fam[sel[gpu]] = names[t.name[ev[gpu]]]

@@ -18,6 +18,7 @@ from lumos_core.whatif.retime.cpu_ops import retime_cpu_ops
 from lumos_core.whatif.retime.families import family_of_nodes
 from lumos_core.whatif.retime.host import scale_host
 from lumos_core.whatif.retime.plan import RetimePlan
+from lumos_core.whatif.retime.rank_nodes import nodes_by_rank
 from lumos_core.whatif.retime.ratios import COMPUTE_BOUND, MEMORY_BOUND, hardware_ratio, safe_ratio, width_map
 
 
@@ -36,7 +37,8 @@ def plan_retiming(
     gpu_old = get_gpu(base.gpu)
     gpu_new = with_links(get_gpu(config.gpu), config)
     ranks = {t.rank: t for t in job.ranks}
-    fam = family_of_nodes(graph, ranks)
+    by_rank = nodes_by_rank(graph)
+    fam = family_of_nodes(graph, ranks, by_rank)
     has_gpu = any(np.isin(t.kind, [Kind.KERNEL]).any() for t in job.ranks)
     task = (graph.node_type == NodeType.GPU) if has_gpu else (graph.node_type == NodeType.CPU)
     task &= graph.arrive_of < 0  # collective transfers are re-timed by the communication model
@@ -74,7 +76,9 @@ def plan_retiming(
             )
 
     # --- communication: group sizes, message sizes, links ---
-    retime_collectives(job, graph, plan, baseline, config, model, gpu_old, gpu_new, tok_ratio, h_ratio, notes)
+    retime_collectives(
+        job, graph, plan, baseline, config, model, gpu_old, gpu_new, tok_ratio, h_ratio, notes, by_rank
+    )
 
     # --- host side ---
     if config.cpu_scale != 1.0:
