@@ -20,6 +20,7 @@ from lumos_core.trace.kernel_families import GEMM_OPS
 from lumos_core.trace.model import CollectiveKind, Job, Kind, RankTrace
 from lumos_core.whatif.config import Baseline, Inferred, JobConfig
 from lumos_core.whatif.layer_names import layer_index
+from lumos_core.whatif.row_groups import group_ids
 from lumos_core.whatif.segments import layer_count_from_kernels
 
 _P2P = (CollectiveKind.SEND, CollectiveKind.RECV, CollectiveKind.SEND_RECV)
@@ -45,6 +46,8 @@ def process_groups(job: Job) -> dict[str, dict[str, Any]]:
             if not isinstance(pg, dict):
                 continue
             name = str(pg.get("pg_name", ""))
+            if name in groups:  # every rank lists the group: the first valid entry is kept
+                continue
             ranks = pg.get("ranks")
             if isinstance(ranks, list) and all(isinstance(r, int) for r in ranks):
                 groups.setdefault(name, {"ranks": sorted(ranks), "desc": str(pg.get("pg_desc", ""))})
@@ -75,14 +78,10 @@ def _collective_kinds_by_group(job: Job) -> dict[str, collections.Counter]:
 def _first_pairs(a: np.ndarray, b: np.ndarray, counts: bool = False) -> list[tuple[int, ...]]:
     """The distinct (a, b) pairs of two int columns in order of first appearance (with how many
     times each appears): what a loop over every row sees first, in one pass over the arrays."""
-    if len(a) == 0:
-        return []
-    pairs = np.stack([np.asarray(a, np.int64), np.asarray(b, np.int64)], axis=1)
-    uniq, first, n = np.unique(pairs, axis=0, return_index=True, return_counts=True)
-    order = np.argsort(first, kind="stable")
-    cols = [uniq[order, 0].tolist(), uniq[order, 1].tolist()]
+    ids, first = group_ids(a, b)
+    cols = [np.asarray(a)[first].tolist(), np.asarray(b)[first].tolist()]
     if counts:
-        cols.append(n[order].tolist())
+        cols.append(np.bincount(ids, minlength=len(first)).tolist())
     return list(zip(*cols))
 
 

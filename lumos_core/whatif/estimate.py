@@ -28,8 +28,13 @@ from lumos_core.perf.profile import HardwareProfile
 from lumos_core.progress import Progress, no_progress, scaled
 from lumos_core.replay.breakdown import (
     ITERATION_DEFINITION,
+    Breakdown,
+    Window,
+    activity_events,
+    breakdowns,
+    steady_windows,
 )
-from lumos_core.replay.outcome import Outcome, outcome_of
+from lumos_core.replay.outcome import Outcome, outcome_from, outcome_of
 from lumos_core.replay.run import predicted_rank
 from lumos_core.replay.simulate import simulate
 from lumos_core.trace.model import Job, RankTrace
@@ -136,20 +141,27 @@ def estimate(
     ranks = {t.rank: t for t in job.ranks}
     base = baseline.config
 
-    progress(0.45, "replaying the traced configuration")
-    start0, end0 = simulate(graph)
-    replayed_tl = [predicted_rank(graph, t, start0, end0) for t in job.ranks]
-    measured = outcome_of(base, job.ranks)
-    replayed = outcome_of(base, replayed_tl)
-
-    progress(0.55, "rewriting the graph")
-    notes: list[str] = unchecked(config, baseline)
     structural = (
         config.pp != base.pp
         or config.microbatches != base.microbatches
         or (config.layers is not None and config.layers != base.layers)
         or (base.dp == 1 and config.dp > 1 and not _has_collectives(job))
     )
+    layout = {} if structural else _replica_layout(job, base, config)
+
+    progress(0.45, "replaying the traced configuration")
+    start0, end0 = simulate(graph)
+    # Every rank's measured and replayed outcome rows, a rank at a time: a replayed timeline is
+    # dropped once its row is taken (only the prediction's are kept). The breakdown's events depend
+    # on the event table only, so a rank's measured, replayed and predicted timelines share them.
+    events = {t.rank: activity_events(t) for t in job.ranks}
+    measured = outcome_from(base, [outcome_row(t, events[t.rank]) for t in job.ranks])
+    replayed_rows = [outcome_row(predicted_rank(graph, t, start0, end0), events[t.rank]) for t in job.ranks]
+    replayed = outcome_from(base, replayed_rows)
+    del start0, end0
+
+    progress(0.55, "rewriting the graph")
+    notes: list[str] = unchecked(config, baseline)
     model = comm_model_from_trace(job, graph, get_gpu(base.gpu))
     if profile is not None and profile.comm is not None and not _fitted(model):
         # the trace has no collectives to calibrate on: the cluster's profile knows its links
@@ -181,7 +193,6 @@ def estimate(
             old_dur[p.rank] = od
         represents = rw.represents
     else:
-        layout = _replica_layout(job, base, config)
         plan = plan_retiming(job, graph, baseline, config, notes, model, profile)
         dur = np.maximum(np.rint(graph.dur * plan.ratio), 0).astype(np.int64)
         progress(0.7, f"simulating {graph.n_nodes} tasks")
@@ -200,15 +211,21 @@ def estimate(
             why[p.rank] = w
             old_dur[p.rank] = t.dur.copy()
         represents = {layout[r][0]: layout[r] for r in layout}
-    predicted = outcome_of(config, timeline)
+    if structural:
+        predicted = outcome_of(config, timeline)
+    else:  # the kept ranks' timelines, in job order, share their traced rank's events
+        traced_of = {layout[r][0]: r for r in layout}
+        predicted = outcome_from(config, [outcome_row(p, events[traced_of[p.rank]]) for p in timeline])
     if not structural and len(layout) < len(job.ranks):
-        note_kept_ranks(sorted(layout), replayed_tl, base, replayed, predicted, notes)
+        kept = [row for t, row in zip(job.ranks, replayed_rows) if t.rank in layout]
+        note_kept_ranks(sorted(layout), outcome_from(base, kept), replayed, predicted, notes)
     if config.cpu_scale == 1.0:
         cpu_bound = _note_cpu_bound(replayed, predicted, notes)
         if cpu_bound or _unchanged(replayed, predicted):
             # a GPU what-if that barely moves the iteration: say how much the host sets the pace
             # (always after the CPU-bound note; otherwise only when the host sets >= 10 % of it)
-            note = host_pacing_note(job, graph, base, replayed, min_share=0.0 if cpu_bound else 0.10)
+            share = 0.0 if cpu_bound else 0.10
+            note = host_pacing_note(job, graph, base, replayed, min_share=share, events=events)
             if note:
                 notes.append(note)
     memory = predict_memory_or_note(job, baseline, config, notes)
@@ -230,18 +247,31 @@ def estimate(
     )
 
 
+def outcome_row(
+    t: RankTrace, events: tuple[np.ndarray, np.ndarray]
+) -> tuple[int, list[Window], list[Breakdown]]:
+    """A rank's row for :func:`~lumos_core.replay.outcome.outcome_from` (what
+    :func:`~lumos_core.replay.outcome.outcome_of` computes per rank), with the breakdown's events
+    (:func:`~lumos_core.replay.breakdown.activity_events`) of its event table given."""
+    windows = steady_windows(t)
+    if not windows:
+        return t.rank, windows, []
+    idx, comm = events
+    starts = np.asarray(t.start)[idx]
+    return t.rank, windows, breakdowns(starts, starts + np.asarray(t.dur)[idx], comm, windows)
+
+
 def note_kept_ranks(
     kept: list[int],
-    replayed_tl: list[RankTrace],
-    base: JobConfig,
+    own: Outcome,
     replayed: Outcome,
     predicted: Outcome,
     notes: list[str],
 ) -> None:
     """The prediction simulates only some traced ranks (fewer replicas): when their own replayed
-    time differs from the job's mean (ranks whose iteration windows differ), the change against the
-    whole job mixes that difference in, so say what it is against those very ranks."""
-    own = outcome_of(base, [t for t in replayed_tl if t.rank in set(kept)])
+    time (``own``: the outcome of the traced job's replay over those ranks) differs from the job's
+    mean (ranks whose iteration windows differ), the change against the whole job mixes that
+    difference in, so say what it is against those very ranks."""
     if not own.iteration_us or not replayed.iteration_us:
         return
     if abs(own.iteration_us / replayed.iteration_us - 1) <= 0.02:
@@ -265,22 +295,36 @@ def predict_memory_or_note(
         return None
 
 
-def host_pacing(job: Job, graph: ExecutionGraph, base: JobConfig) -> Outcome:
+def host_pacing(
+    job: Job,
+    graph: ExecutionGraph,
+    base: JobConfig,
+    events: dict[int, tuple[np.ndarray, np.ndarray]] | None = None,
+) -> Outcome:
     """The traced configuration replayed with no host time (CPU tasks and the gaps between them at
-    zero): how fast the GPUs alone would run it."""
+    zero): how fast the GPUs alone would run it. ``events``: each rank's breakdown events
+    (:func:`~lumos_core.replay.breakdown.activity_events`) when the caller has them."""
     plan = RetimePlan.identity(graph.n_nodes)
     scale_host(graph, plan, 0.0)
     dur = np.maximum(np.rint(graph.dur * plan.ratio), 0).astype(np.int64)
     start, end = simulate(graph, dur, _lags(graph, plan))
-    return outcome_of(base, [predicted_rank(graph, t, start, end) for t in job.ranks])
+    events = events or {t.rank: activity_events(t) for t in job.ranks}
+    return outcome_from(
+        base, [outcome_row(predicted_rank(graph, t, start, end), events[t.rank]) for t in job.ranks]
+    )
 
 
 def host_pacing_note(
-    job: Job, graph: ExecutionGraph, base: JobConfig, replayed: Outcome, min_share: float = 0.0
+    job: Job,
+    graph: ExecutionGraph,
+    base: JobConfig,
+    replayed: Outcome,
+    min_share: float = 0.0,
+    events: dict[int, tuple[np.ndarray, np.ndarray]] | None = None,
 ) -> str:
     """How much of the traced iteration the host (CPU) side sets, in words; empty when it sets less
     than ``min_share`` of it."""
-    fast = host_pacing(job, graph, base)
+    fast = host_pacing(job, graph, base, events)
     if not replayed.iteration_us or not fast.iteration_us:
         return "host pacing unknown: no complete iteration"
     share = 1 - fast.iteration_us / replayed.iteration_us

@@ -26,6 +26,7 @@ from lumos_core.whatif.config import Baseline, JobConfig
 from lumos_core.whatif.retime.plan import RetimePlan
 from lumos_core.whatif.retime.rank_nodes import nodes_by_rank
 from lumos_core.whatif.retime.ratios import collective_ratio, layer_gemm_flops
+from lumos_core.whatif.row_groups import group_ids, seen_before
 
 _MAX_SAMPLES = 400
 
@@ -86,17 +87,8 @@ def collective_samples(job: Job, graph: ExecutionGraph, gpus_per_node: int) -> l
     # the i-th sample is kept while fewer than _MAX_SAMPLES + 1 were kept before it (so the first
     # _MAX_SAMPLES + 1 always are), and after that only while its (kind, size, nodes) has not yet
     # been seen 8 times
-    keys = np.stack([kind[valid], size[valid], nodes_of], axis=1)
-    if len(valid):
-        _, inv = np.unique(keys, axis=0, return_inverse=True)
-        inv = inv.reshape(-1)
-        by_key = np.argsort(inv, kind="stable")
-        starts = np.concatenate(([0], np.cumsum(np.bincount(inv))))
-        seen_before = np.empty(len(valid), np.int64)
-        seen_before[by_key] = np.arange(len(valid)) - starts[inv[by_key]]
-        keep = (np.arange(len(valid)) <= _MAX_SAMPLES) | (seen_before < 8)
-    else:
-        keep = np.zeros(0, bool)
+    ids, first = group_ids(kind[valid], size[valid], nodes_of)
+    keep = (np.arange(len(valid)) <= _MAX_SAMPLES) | (seen_before(ids, len(first)) < 8)
     samples: list[CollectiveSample] = []
     for i in np.flatnonzero(keep).tolist():
         j = int(valid[i])
@@ -270,15 +262,11 @@ def collective_groups(
     if not parts:
         return {}
     role, kind, size, nodes = (np.concatenate(x) for x in zip(*parts))
-    # one integer per (role, kind, size): role < 4 and kind < 32 fit below the size's 128 multiple
-    key = size * 128 + kind * 4 + role
-    _, first, inv = np.unique(key, return_index=True, return_inverse=True)
-    inv = inv.reshape(-1)
-    members = stable_order_by_node(len(first), inv)  # each group's nodes together, in order
-    cuts = np.concatenate(([0], np.cumsum(np.bincount(inv, minlength=len(first)))))
+    ids, first = group_ids(role, kind, size)
+    members = stable_order_by_node(len(first), ids)  # each group's nodes together, in order
+    cuts = np.concatenate(([0], np.cumsum(np.bincount(ids, minlength=len(first)))))
     groups: dict[tuple[str, int, int], np.ndarray] = {}
-    for g in np.argsort(first, kind="stable").tolist():
-        i = int(first[g])
+    for g, i in enumerate(first.tolist()):
         groups[(_ROLES[role[i]], int(kind[i]), int(size[i]))] = nodes[members[cuts[g] : cuts[g + 1]]]
     return groups
 

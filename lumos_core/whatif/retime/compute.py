@@ -29,13 +29,17 @@ from lumos_core.whatif.retime.ratios import (
 )
 
 
-def fit_gemm_curve(job: Job, graph: ExecutionGraph, gpu: GpuProfile, dtype_bytes: int = 2) -> KernelCurve:
+def fit_gemm_curve(
+    job: Job, graph: ExecutionGraph, gpu: GpuProfile, dtype_bytes: int = 2, fam: np.ndarray | None = None
+) -> KernelCurve:
     """The saturating GEMM curve (:mod:`lumos_core.perf.kernel_curves`) fitted to this trace's GEMM
     kernels with recorded shapes, the profile's curve as prior. Kernels a shape cannot explain
     (faster than the peak: the recorded shape is not what ran) or that the memory roofline bounds
-    say nothing about compute efficiency and are left out."""
+    say nothing about compute efficiency and are left out. ``fam``: :func:`family_of_nodes` of
+    ``graph`` when the caller has it."""
     prior = profile_curves(gpu, dtype_bytes)["gemm"]
-    fam = family_of_nodes(graph, {t.rank: t for t in job.ranks})
+    if fam is None:
+        fam = family_of_nodes(graph, {t.rank: t for t in job.ranks})
     gemm = np.flatnonzero((graph.node_type == NodeType.GPU) & (fam == Family.GEMM))
     work, seconds = [], []
     per_shape: dict[tuple[int, int, int], list[float]] = {}

@@ -38,7 +38,6 @@ def plan_retiming(
     gpu_new = with_links(get_gpu(config.gpu), config)
     ranks = {t.rank: t for t in job.ranks}
     by_rank = nodes_by_rank(graph)
-    fam = family_of_nodes(graph, ranks, by_rank)
     has_gpu = any(np.isin(t.kind, [Kind.KERNEL]).any() for t in job.ranks)
     task = (graph.node_type == NodeType.GPU) if has_gpu else (graph.node_type == NodeType.CPU)
     task &= graph.arrive_of < 0  # collective transfers are re-timed by the communication model
@@ -52,8 +51,11 @@ def plan_retiming(
     sizes = width_map(base, dataclasses.replace(config, tp=base.tp))
     h_ratio = safe_ratio(config.hidden, base.hidden)
     shape_change = tok_ratio != 1.0 or bool(sizes) or config.tp != base.tp
+    # kernel families decide the compute rules only (collectives and host time do without them)
+    needs_fam = has_gpu and (shape_change or (base.tp == 1 and config.tp > 1) or gpu_new.name != gpu_old.name)
+    fam = family_of_nodes(graph, ranks, by_rank) if needs_fam else np.zeros(0, np.int16)
     if shape_change and has_gpu:
-        curve = fit_gemm_curve(job, graph, gpu_old)
+        curve = fit_gemm_curve(job, graph, gpu_old, fam=fam)
         retime_compute(
             job, graph, plan, fam, task, base, config, sizes, tok_ratio, h_ratio, gpu_old, profile, curve
         )
