@@ -12,8 +12,9 @@ from conftest import shared
 
 from lumos_core.graph.build import build_graph
 from lumos_core.graph.model import NodeType
-from lumos_core.replay import timeline
+from lumos_core.replay import run, timeline
 from lumos_core.replay.breakdown import Window, breakdown, breakdowns
+from lumos_core.replay.kernels import CAT_COMM, CAT_COMPUTE, CAT_CPU
 from lumos_core.replay.run import PathContext
 from lumos_core.replay.simulate import simulate
 from lumos_core.trace.loader import load_job
@@ -90,3 +91,13 @@ def test_path_context_lists_each_ranks_tasks_in_node_order(path: Path) -> None:
         want = np.flatnonzero((graph.rank == r) & (graph.node_type <= NodeType.GPU))
         assert np.array_equal(ctx.nodes_of(r), want)
     assert len(ctx.nodes_of(10**6)) == 0
+
+
+@pytest.mark.parametrize("path", _jobs(), ids=lambda p: p.name)
+def test_node_categories_do_not_depend_on_the_chunk_size(path: Path, monkeypatch) -> None:
+    graph = build_graph(load_job(path))
+    whole = run.node_categories(graph)
+    monkeypatch.setattr(run, "_CHUNK", 7)
+    assert np.array_equal(run.node_categories(graph), whole)
+    assert set(np.unique(whole).tolist()) <= {CAT_CPU, CAT_COMM, CAT_COMPUTE}
+    assert np.all(whole[graph.node_type == NodeType.CPU] == CAT_CPU)

@@ -22,6 +22,7 @@ from lumos_core import jit
 from lumos_core.errors import ConfigError, GraphError
 from lumos_core.graph.build import build_graph
 from lumos_core.graph.model import EdgeKind, ExecutionGraph, NodeType
+from lumos_core.os_memory import release_free_heap
 from lumos_core.progress import Progress, no_progress, scaled
 from lumos_core.replay.breakdown import (
     ITERATION_DEFINITION,
@@ -215,6 +216,10 @@ def replay(
     t0 = time.perf_counter()
     if graph is None:
         graph = build_graph(job, progress=scaled(progress, 0.0, 0.5))
+    # Building the graph freed its temporaries only when it returned: give that heap back to the
+    # system before the replay allocates its own arrays on top of it (a third of the resident set
+    # at hundreds of ranks).
+    release_free_heap()
     dur = scaled_durations(graph, scale)[0] if scale else None  # None: the graph's own, not copied
     progress(0.55, f"simulating {graph.n_nodes} tasks")
     t1 = time.perf_counter()
@@ -227,6 +232,7 @@ def replay(
     ranks = [c.result for c in compared]
     if critical_paths:
         _add_critical_paths(graph, start, end, [(c.result, c.replayed) for c in compared])
+    release_free_heap()  # the per-rank temporaries of the comparison and the walks
     progress(1.0, "replay done")
     seconds = time.perf_counter() - t0
     return ReplayResult(
@@ -325,6 +331,8 @@ class PathContext:
     def __init__(self, graph: ExecutionGraph) -> None:
         self.categories = node_categories(graph)
         tasks = np.flatnonzero(graph.node_type <= NodeType.GPU)  # the walks end on CPU or GPU tasks
+        if graph.n_nodes < 2**31:
+            tasks = tasks.astype(np.int32)
         ranks = graph.rank[tasks]
         if len(ranks) > 1 and not bool(np.all(ranks[1:] >= ranks[:-1])):
             order = np.argsort(ranks, kind="stable")  # node ids stay ascending within a rank
@@ -357,13 +365,22 @@ def node_categories(graph: ExecutionGraph) -> np.ndarray:
         ev = first[r].collectives.event.astype(np.int64)
         ev = ev[(ev >= 0) & (ev < len(first[r]))]
         is_comm[offsets[i] + ev] = True
-    has_event = (graph.event >= 0) & np.isin(graph.rank, ids)
-    k = np.searchsorted(ids, graph.rank[has_event])
-    comm_event = np.zeros(graph.n_nodes, bool)
-    comm_event[has_event] = is_comm[offsets[k] + graph.event[has_event]]
-    cat[comm_event | (graph.arrive_of >= 0)] = CAT_COMM
-    cat[graph.node_type == NodeType.CPU] = CAT_CPU
+    # A million nodes at a time: the lookups' temporaries stay small at tens of millions of nodes.
+    for lo in range(0, graph.n_nodes, _CHUNK):
+        sl = slice(lo, lo + _CHUNK)
+        event = graph.event[sl]
+        rank = graph.rank[sl].astype(np.int64)
+        k = np.minimum(np.searchsorted(ids, rank), max(len(ids) - 1, 0))
+        known = np.flatnonzero((event >= 0) & (ids[k] == rank)) if len(ids) else np.zeros(0, np.int64)
+        comm = np.zeros(len(event), bool)
+        comm[known] = is_comm[offsets[k[known]] + event[known]]
+        part = cat[sl]
+        part[comm | (graph.arrive_of[sl] >= 0)] = CAT_COMM
+        part[graph.node_type[sl] == NodeType.CPU] = CAT_CPU
     return cat
+
+
+_CHUNK = 1 << 20
 
 
 def _category(graph: ExecutionGraph, v: int) -> str:
