@@ -148,7 +148,7 @@ def _rank_graphs(
         n = len(rn.events)
         lane_of = t.lane[rn.events]
         proc_base = len(procs)
-        lanes_used = np.unique(lane_of)
+        lanes_used = np.flatnonzero(np.bincount(lane_of, minlength=len(t.lanes)))  # np.unique, linear
         procs.extend((t.rank, int(ln)) for ln in lanes_used)
         proc_index = np.full(len(t.lanes), -1, np.int32)
         proc_index[lanes_used] = proc_base + np.arange(len(lanes_used))

@@ -98,10 +98,15 @@ def group_rows(t: RankTrace) -> dict[str, np.ndarray]:
     kind = c.kind[order].astype(np.int64)
     peer = c.peer[order].astype(np.int64)
     p2p = np.isin(kind, _P2P) & (peer >= 0)  # only these rows' keys depend on kind and peer
-    combos = np.stack(
-        [c.pg[order].astype(np.int64), np.where(p2p, kind, -1), np.where(p2p, peer, -1)], axis=1
-    )
-    _, first, inverse = np.unique(combos, axis=0, return_index=True, return_inverse=True)
+    pg = c.pg[order].astype(np.int64)
+    kind, peer = np.where(p2p, kind, -1), np.where(p2p, peer, -1)
+    if len(pg) and int(pg.max()) < 1 << 22 and int(pg.min()) >= -1 and int(peer.min()) >= -1:
+        # one int per (group, kind, peer): kind is an int8, peer an int32
+        combos = ((pg + 1) << 40) | ((kind + 1) << 32) | (peer + 1)
+        _, first, inverse = np.unique(combos, return_index=True, return_inverse=True)
+    else:
+        combos = np.stack([pg, kind, peer], axis=1)
+        _, first, inverse = np.unique(combos, axis=0, return_index=True, return_inverse=True)
     key_id: dict[str, int] = {}
     combo_key = np.asarray([key_id.setdefault(group_key(t, int(order[i])), len(key_id)) for i in first])
     row_key = combo_key[inverse.reshape(-1)]
