@@ -84,8 +84,10 @@ def test_times_too_far_out_for_lane_keys_are_left_to_the_loop() -> None:
 
 
 @pytest.mark.parametrize("path", _jobs(), ids=lambda p: p.name)
-def test_path_context_lists_each_ranks_tasks_in_node_order(path: Path) -> None:
+@pytest.mark.parametrize("chunk", [7, 1 << 20])
+def test_path_context_lists_each_ranks_tasks_in_node_order(path: Path, chunk: int, monkeypatch) -> None:
     graph = build_graph(load_job(path))
+    monkeypatch.setattr(run, "_CHUNK", chunk)
     ctx = PathContext(graph)
     for r in np.unique(graph.rank).tolist():
         want = np.flatnonzero((graph.rank == r) & (graph.node_type <= NodeType.GPU))

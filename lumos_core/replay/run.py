@@ -330,10 +330,17 @@ class PathContext:
 
     def __init__(self, graph: ExecutionGraph) -> None:
         self.categories = node_categories(graph)
-        tasks = np.flatnonzero(graph.node_type <= NodeType.GPU)  # the walks end on CPU or GPU tasks
-        if graph.n_nodes < 2**31:
-            tasks = tasks.astype(np.int32)
-        ranks = graph.rank[tasks]
+        # the walks end on CPU or GPU tasks; found a million nodes at a time (no full-length
+        # int64 temporaries at tens of millions of nodes)
+        index = np.int32 if graph.n_nodes < 2**31 else np.int64
+        task_parts, rank_parts = [], []
+        for lo in range(0, graph.n_nodes, _CHUNK):
+            found = np.flatnonzero(graph.node_type[lo : lo + _CHUNK] <= NodeType.GPU)
+            rank_parts.append(graph.rank[lo : lo + _CHUNK][found])
+            task_parts.append((found + lo).astype(index))
+        tasks = np.concatenate(task_parts) if task_parts else np.zeros(0, index)
+        ranks = np.concatenate(rank_parts) if rank_parts else graph.rank[:0]
+        del task_parts, rank_parts
         if len(ranks) > 1 and not bool(np.all(ranks[1:] >= ranks[:-1])):
             order = np.argsort(ranks, kind="stable")  # node ids stay ascending within a rank
             tasks, ranks = tasks[order], ranks[order]
