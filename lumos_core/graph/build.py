@@ -19,10 +19,10 @@ from lumos_core.graph.edges import (
     collective_joins,
     typical_launch_latency,
 )
-from lumos_core.graph.edges.collectives import concatenate_pieces
+from lumos_core.graph.edges.collectives import collective_arrivals
 from lumos_core.graph.factory import Dependencies, make_graph
 from lumos_core.graph.model import NO_ANCHOR, EdgeKind, ExecutionGraph, GraphOrigin, NodeType
-from lumos_core.graph.nodes import RankNodes, rank_nodes
+from lumos_core.graph.nodes import RankNodes, leaf_maps, rank_nodes
 from lumos_core.os_memory import release_free_heap
 from lumos_core.progress import Progress, no_progress
 from lumos_core.trace.model import Job
@@ -46,20 +46,29 @@ def build_graph(
     neither): each collective kernel is an ordinary kernel of its stream."""
     if not job.ranks:
         raise GraphError("the job has no ranks")
-    ranks, procs, pieces, sp, ep, notes = _rank_graphs(job, progress)
+    ranks: list[RankNodes] = []
+    base = 0
+    for t in job.ranks:  # every rank's tasks first: the node ids are then known...
+        ranks.append(rank_nodes(t, base, maps=False))
+        base += len(ranks[-1].events)
+    if base == 0:
+        raise GraphError(f"{job.path}: no CPU or GPU work to replay (no tasks in any rank)")
+    joins = collective_arrivals(job, ranks) if EdgeKind.COLLECTIVE not in without else None
+    # ...so the node columns are made once, at their final size (with the collectives' nodes)
+    n_all = base + (joins.n_nodes if joins is not None else 0)
+    node = {col: np.empty(n_all, dtype) for col, dtype in _NODE_COLUMNS.items()}
+    procs, sp, ep, notes = _rank_graphs(job, ranks, node, progress)
     progress(0.65, "linking collectives across ranks")
-    if EdgeKind.COLLECTIVE not in without:
-        node, arrive_of = collective_joins(job, ranks, pieces, sp, notes)
+    if joins is not None:
+        arrive_of = collective_joins(job, ranks, node, base, joins, sp)
     else:
-        node = concatenate_pieces(pieces)
-        arrive_of = np.full(len(node["dur"]), -1, np.int32)
-    del pieces
+        arrive_of = np.full(n_all, -1, np.int32)
 
     s_src, s_dst, s_lag, s_end, s_kind = sp.arrays()
     e_src, e_dst, e_lag, e_end, e_kind = ep.arrays()
     del sp, ep  # the per-rank pieces: the arrays above hold the same edges
-    # The per-rank pieces (node columns, edges) were small enough to come from the C heap, which
-    # keeps what they freed: give it back before the whole-graph arrays of the next steps.
+    # The per-rank pieces (edges, the rules' temporaries) were small enough to come from the C heap,
+    # which keeps what they freed: give it back before the whole-graph arrays of the next steps.
     release_free_heap()
     if without:
         gone = np.asarray(sorted(int(k) for k in without), np.int8)
@@ -126,26 +135,31 @@ def build_graph(
     return graph
 
 
+_NODE_COLUMNS = {
+    "rank": np.int32,
+    "event": np.int32,
+    "type": np.int8,
+    "proc": np.int32,
+    "dur": np.int64,
+    "ms": np.int64,  # measured start
+    "me": np.int64,  # measured end
+}
+
+
 def _rank_graphs(
-    job: Job, progress: Progress
-) -> tuple[
-    list[RankNodes], list[tuple[int, int]], dict[str, list[np.ndarray]], EdgeList, EdgeList, list[str]
-]:
-    """Every rank's task nodes and the edges of every per-rank rule: (ranks, processors, node
-    columns as one piece per rank, start and end dependencies, notes)."""
+    job: Job, ranks: list[RankNodes], node: dict[str, np.ndarray], progress: Progress
+) -> tuple[list[tuple[int, int]], EdgeList, EdgeList, list[str]]:
+    """Fill the node columns of every rank's tasks and run every per-rank rule: (processors,
+    start and end dependencies, notes)."""
     sp = EdgeList()
     ep = EdgeList()
-    ranks: list[RankNodes] = []
-    cols: dict[str, list[np.ndarray]] = {k: [] for k in ("rank", "event", "type", "proc", "dur", "ms", "me")}
     procs: list[tuple[int, int]] = []
-    base = 0
     notes: list[str] = []
     latency = typical_launch_latency(job)
-    for i, t in enumerate(job.ranks):
+    for i, (t, rn) in enumerate(zip(job.ranks, ranks)):
         progress(0.6 * i / len(job.ranks), f"graph of rank {t.rank}")
-        rn = rank_nodes(t, base)
-        ranks.append(rn)
-        n = len(rn.events)
+        rn.first_leaf_after, rn.last_leaf_within = leaf_maps(t, rn.events, rn.node_of_event)
+        mine = slice(rn.base, rn.base + len(rn.events))
         lane_of = t.lane[rn.events]
         proc_base = len(procs)
         lanes_used = np.flatnonzero(np.bincount(lane_of, minlength=len(t.lanes)))  # np.unique, linear
@@ -154,13 +168,13 @@ def _rank_graphs(
         proc_index[lanes_used] = proc_base + np.arange(len(lanes_used))
         start = t.start[rn.events]
         dur = t.dur[rn.events]
-        cols["rank"].append(np.full(n, t.rank, np.int32))
-        cols["event"].append(rn.events.astype(np.int32))
-        cols["type"].append(np.where(rn.is_gpu, NodeType.GPU, NodeType.CPU).astype(np.int8))
-        cols["proc"].append(proc_index[lane_of])
-        cols["dur"].append(dur.astype(np.int64))
-        cols["ms"].append(start.astype(np.int64))
-        cols["me"].append((start + dur).astype(np.int64))
+        node["rank"][mine] = t.rank
+        node["event"][mine] = rn.events
+        node["type"][mine] = np.where(rn.is_gpu, NodeType.GPU, NodeType.CPU)
+        node["proc"][mine] = proc_index[lane_of]
+        node["dur"][mine] = dur
+        node["ms"][mine] = start
+        node["me"][mine] = start + dur
         ctx = RankContext(t, rn, sp, ep, notes, latency)
         for rule in RANK_RULES:
             rule(ctx)
@@ -169,10 +183,7 @@ def _rank_graphs(
         rn.first_leaf_after = rn.last_leaf_within = rn.events = np.zeros(0, np.int32)
         rn.is_gpu = np.zeros(0, bool)
         rn.launches = None
-        base += n
-    if base == 0:
-        raise GraphError(f"{job.path}: no CPU or GPU work to replay (no tasks in any rank)")
-    return ranks, procs, cols, sp, ep, notes
+    return procs, sp, ep, notes
 
 
 def _nodes_reached(n: int, dst: np.ndarray, where: np.ndarray | None = None) -> np.ndarray:

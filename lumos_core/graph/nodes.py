@@ -28,7 +28,9 @@ class RankNodes:
     launches: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None  # launches_by_stream
 
 
-def rank_nodes(t: RankTrace, base: int) -> RankNodes:
+def rank_nodes(t: RankTrace, base: int, maps: bool = True) -> RankNodes:
+    """The rank's task nodes, numbered from ``base``; ``maps``: with the leaf maps (else empty:
+    :func:`leaf_maps` fills them when the rules need them)."""
     has_child = np.zeros(len(t), bool)
     par = t.parent[t.parent >= 0]
     has_child[par] = True
@@ -40,7 +42,8 @@ def rank_nodes(t: RankTrace, base: int) -> RankNodes:
     events = np.flatnonzero(task)
     node_of_event = np.full(len(t), -1, np.int32)  # node ids fit in int32 (the graph stores them so)
     node_of_event[events] = base + np.arange(len(events))
-    first_after, last_within = leaf_maps(t, events, node_of_event)
+    none = np.zeros(0, np.int32)
+    first_after, last_within = leaf_maps(t, events, node_of_event) if maps else (none, none)
     return RankNodes(
         rank=t,
         base=base,
