@@ -22,8 +22,11 @@ the same run (``gzip.decompress`` + ``orjson.loads`` of the files one after anot
 for more than ``--floor-files`` files an evenly spaced sample, scaled by JSON bytes). Target: cold
 load <= 12 s/GiB on 2 cores and never slower than the floor. Run it under the 512-rank lock.
 
+With ``--estimate-only``: only ``lumos estimate --dp 16`` per job with the cache warm (kept in the
+benchmark's cache folder; an untimed first run fills it), ``--repeat`` runs per code, alternated.
+
 Usage: .venv/bin/python bench/bench_scale.py [--jobs 64,256,512] [--baseline-ref REF] [--no-baseline]
-       [--parse-jobs 512] [--ray-workers 1,2] [--parse-only]
+       [--parse-jobs 512] [--ray-workers 1,2] [--parse-only] [--estimate-only [--repeat N]]
 """
 
 from __future__ import annotations
@@ -189,11 +192,7 @@ def fmt(label: str, name: str, row: dict) -> str:
     n = row["tasks"]
     out = cached.out or {}
     rss = cached.rss
-    est_s = (
-        f"{est.wall:8.1f} ({est.cpu:.1f} CPU, {est.rss / 2**30:.2f} GiB)"
-        if not est.error
-        else f" {est.error}"
-    )
+    est_s = estimate_figure(est)
     return (
         f"{name:>5} {label:<8} {n / 1e6:7.2f} {cold.wall if not cold.error else float('nan'):8.1f} "
         f"{cached.wall:8.1f} {cached.cpu:7.1f} "
@@ -202,6 +201,49 @@ def fmt(label: str, name: str, row: dict) -> str:
         f"{n / max(out.get('simulate_seconds', 0), 1e-9) / 1e6:8.1f} "
         f"{rss / 2**30:7.2f} {cached.rss / max(n, 1):7.0f} {est_s}"
     )
+
+
+ESTIMATE_TARGET_S = 30.0  # `lumos estimate --dp 16` of the 512-rank job, cache warm
+
+
+def estimate_figure(est: Run) -> str:
+    """``lumos estimate --dp 16``: wall and CPU seconds of the command, its peak RSS, and the part
+    inside ``estimate()`` (replay of the traced graph, re-timing, the predicted replay and timelines;
+    the rest is start-up, load and the graph build)."""
+    if est.error:
+        return f" {est.error}"
+    inner = (est.out or {}).get("seconds")
+    inside = f", estimate() {inner:.1f} s" if inner is not None else ""
+    return f"{est.wall:8.1f} ({est.cpu:.1f} CPU, {est.rss / 2**30:.2f} GiB{inside})"
+
+
+def estimate_only(names: list[str], codes: list[tuple[str, Path]], args: argparse.Namespace) -> None:
+    """Only ``lumos estimate --dp 16`` per job with the cache warm (the cache folder of
+    ``--keep-cache``; filled by an untimed first run when empty), ``--repeat`` times, runs of the
+    codes alternated."""
+    max_bytes = int(args.max_gb * 2**30)
+    print(
+        f"{'ranks':>5} {'code':<8} {'estimate --dp 16: wall s (CPU s, peak RSS, inside estimate())':<60} target"
+    )
+    for name in names:
+        job = synth(name)
+        est_args = ["estimate", str(job), "--dp", "16", "--json", "-q"]
+        for label, code in codes:
+            cache = ROOT / "cache" / f"{label}-{name}"
+            if not ((cache / "ranks").is_dir() and any((cache / "ranks").iterdir())):
+                warm = run_cli(code, est_args, cache, max_bytes, args.timeout)  # parses: not timed
+                if warm.error:
+                    print(f"{name:>5} {label:<8} {warm.error}", flush=True)
+        for _ in range(args.repeat):
+            for label, code in codes:
+                cache = ROOT / "cache" / f"{label}-{name}"
+                est = run_cli(code, est_args, cache, max_bytes, args.timeout)
+                ok = (
+                    ""
+                    if est.error or name != "512"
+                    else (f"<= {ESTIMATE_TARGET_S:g} s: {'yes' if est.wall <= ESTIMATE_TARGET_S else 'no'}")
+                )
+                print(f"{name:>5} {label:<8} {estimate_figure(est):<60} {ok}", flush=True)
 
 
 def main() -> None:
@@ -222,12 +264,23 @@ def main() -> None:
         action="store_true",
         help="keep each job's parsed columns for the next run (which then skips the cold run)",
     )
+    ap.add_argument(
+        "--estimate-only",
+        action="store_true",
+        help="only `lumos estimate --dp 16` with the cache warm (kept between runs, like --keep-cache)",
+    )
+    ap.add_argument("--repeat", type=int, default=1, help="timed runs per code with --estimate-only")
     args = ap.parse_args()
     max_bytes = int(args.max_gb * 2**30)
     names = [n.strip() for n in args.jobs.split(",") if n.strip()]
     codes = [("after", REPO)]
     if not args.no_baseline:
         codes.append(("before", baseline_tree(args.baseline_ref)))
+    if args.estimate_only:
+        estimate_only(names, codes, args)
+        if not args.no_baseline:
+            subprocess.run(["git", "worktree", "remove", "--force", str(codes[1][1])], cwd=REPO, check=False)
+        return
     per_task: dict[str, float] = {}  # label -> bytes per task at the largest job measured so far
     rows: list[str] = []
     header = (
@@ -271,7 +324,8 @@ def main() -> None:
         "s and sim s are inside the cached run; Mt/s = million tasks per second of the cached command, "
         "by wall and by CPU time (the CPU figure is the one to trust on a shared, loaded machine); "
         "B/task = the cached run's peak RSS / tasks; estimate = `lumos estimate --dp 16` (cached "
-        "columns). Synthetic jobs: speed and memory only."
+        f"columns; target at 512 ranks <= {ESTIMATE_TARGET_S:g} s; estimate() = the part after the load "
+        "and the graph build). Synthetic jobs: speed and memory only."
     )
 
 
