@@ -30,6 +30,7 @@ from lumos_core.perf.hardware import get_gpu
 from lumos_core.trace.model import CollectiveKind, Job, Kind, LaneRole, RankTrace
 from lumos_core.whatif.baseline import group_roles, process_groups
 from lumos_core.whatif.config import Baseline, JobConfig
+from lumos_core.whatif.retime.rank_nodes import nodes_by_rank
 from lumos_core.whatif.rewrite_builder import HANDOFF_NS, LAST_CPU, Builder, Key, Template, chain, finish
 from lumos_core.whatif.rewrite_comm import (
     activation_bytes,
@@ -129,6 +130,7 @@ def build_rewritten(
     iterations: dict[int, list[int]] = {}
     instance_info: list[tuple[int, int, Key]] = []
     pairs: dict[tuple[str, int, int, int], dict[str, int]] = defaultdict(dict)
+    signatures: dict[tuple[int, int], tuple[int, int]] = {}  # (source rank, lane) -> its signature
 
     for s in range(P1):
         nr = new_rank_of[s]
@@ -139,7 +141,10 @@ def build_rewritten(
         lane_key: dict[tuple[int, int], int] = {}
 
         def lane_of(src_rank: int, src_lane: int, nr: int = nr, lane_key: dict = lane_key) -> int:
-            key = _lane_signature(by_rank[src_rank], src_lane, roles) if src_rank >= 0 else (1, -1)
+            key = signatures.get((src_rank, src_lane))
+            if key is None:
+                key = _lane_signature(by_rank[src_rank], src_lane, roles) if src_rank >= 0 else (1, -1)
+                signatures[(src_rank, src_lane)] = key
             idx = lane_key.get(key)
             if idx is None:
                 idx = lane_key[key] = len(lanes[nr])
@@ -364,19 +369,25 @@ def _dp_collective_nodes(
 ) -> set[int]:
     """Graph nodes of gradient-synchronisation collectives (data-parallel or whole-world groups)."""
     out: set[int] = set()
+    nodes_of_rank = nodes_by_rank(graph)
+    empty = np.zeros(0, np.int64)
     for r, t in by_rank.items():
         c = t.collectives
         if len(c) == 0:
             continue
-        rows = {int(e): i for i, e in enumerate(c.event.tolist())}
-        sel = np.flatnonzero((graph.rank == r) & (graph.event >= 0))
-        for v in sel.tolist():
-            row = rows.get(int(graph.event[v]))
-            if row is None:
-                continue
-            pg = int(c.pg[row])
-            if (roles.get(t.strings[pg], "dp") if pg >= 0 else "dp") in ("dp", "world"):
-                out.add(v)
+        row_of = np.full(len(t), -1, np.int64)
+        row_of[c.event] = np.arange(len(c))  # an event on several rows: its last row
+        mine = nodes_of_rank.get(r, empty)
+        mine = mine[graph.event[mine] >= 0]
+        rows = row_of[graph.event[mine]]
+        has = rows >= 0
+        pg = c.pg[rows[has]]
+        sync = [
+            p
+            for p in np.unique(pg).tolist()
+            if (roles.get(t.strings[p], "dp") if p >= 0 else "dp") in ("dp", "world")
+        ]
+        out.update(mine[has][np.isin(pg, sync)].tolist())
     return out
 
 
