@@ -406,3 +406,30 @@ def test_kahn_on_a_large_graph_whose_times_run_against_its_dependencies() -> Non
     src, dst = np.minimum(a, b)[keep], np.maximum(a, b)[keep]  # edges go up in id...
     key = (n - np.arange(n)) // 3 * 10  # ...and times go down, with ties
     assert np.array_equal(kahn(n, src, dst, key), kahn_reference(n, src, dst, key))
+
+
+def test_warm_up_compiles_every_graph_kernel_signature_a_build_uses() -> None:
+    """The app warms the kernels up on a worker at start-up; a graph build (traced and rebuilt) must
+    then compile nothing more (in a fresh process, so no other test's calls count)."""
+    if not jit.ENABLED:
+        pytest.skip("numba is not installed")
+    import subprocess
+    import sys
+
+    code = (
+        "from lumos_core import jit\n"
+        "from lumos_core.graph import kernels as k\n"
+        "jit.warm_up()\n"
+        "names = [n for n in dir(k) if hasattr(getattr(k, n), 'signatures')]\n"
+        "before = {n: len(getattr(k, n).signatures) for n in names}\n"
+        "from lumos_core.trace.loader import load_job\n"
+        "from lumos_core.graph.build import build_graph\n"
+        "from lumos_core.graph.order import dependency_order\n"
+        f"g = build_graph(load_job({str(REPO / 'tests' / 'data' / 'cpu-gpt' / 'base')!r}))\n"
+        "dependency_order(g.sp_ptr, g.sp_src, g.ep_ptr, g.ep_src)\n"
+        "after = {n: len(getattr(k, n).signatures) for n in names}\n"
+        "print({n: (before[n], after[n]) for n in names if before[n] != after[n]})\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "{}", f"compiled after warm-up: {out.stdout}"

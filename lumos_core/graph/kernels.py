@@ -543,6 +543,7 @@ def warm_up() -> None:
     """Compile the kernels on tiny inputs."""
     ptr = np.asarray([0, 0, 1], np.int64)
     src = np.asarray([0], np.int32)
+    sort_by_key(np.asarray([3, 1], np.int64))
     measured_order(
         np.asarray([0, 1], np.int32),
         np.zeros(2, np.int64),
