@@ -346,7 +346,8 @@ class RankTrace:
 
     def names_matching(self, predicate: Any) -> np.ndarray:
         """Boolean mask over the string table of names for which ``predicate(name)`` is true."""
-        return np.fromiter((bool(predicate(s)) for s in self.strings), bool, len(self.strings))
+        # fromiter takes each result's truth value, as bool() would
+        return np.fromiter(map(predicate, self.strings), bool, len(self.strings))
 
     def mask(self, *kinds: Kind) -> np.ndarray:
         return np.isin(self.kind, np.asarray(kinds, dtype=np.int8))

@@ -27,7 +27,7 @@ def add_event_waits(ctx: RankContext) -> None:
     """
     t, rn, sp, notes, typical_latency = ctx.trace, ctx.nodes, ctx.start_deps, ctx.notes, ctx.launch_latency
     waits = np.flatnonzero(
-        (t.kind == Kind.RUNTIME) & t.names_matching(lambda s: s in STREAM_WAIT_CALLS)[t.name]
+        (t.kind == Kind.RUNTIME) & t.names_matching(STREAM_WAIT_CALLS.__contains__)[t.name]
     )
     if len(waits) == 0:
         return
@@ -186,8 +186,8 @@ def event_wait_pairs(
     node_ev = rn.events[launch_nodes - rn.base]
     act_start = t.start[node_ev]
     act_end = act_start + t.dur[node_ev]
-    record_mask = t.names_matching(lambda s: s in EVENT_RECORD_CALLS)
-    wait_mask = t.names_matching(lambda s: s in STREAM_WAIT_CALLS)
+    record_mask = t.names_matching(EVENT_RECORD_CALLS.__contains__)
+    wait_mask = t.names_matching(STREAM_WAIT_CALLS.__contains__)
     m = len(waits)
     has_exact = np.zeros(m, bool)
     exact_dest = np.full(m, -1, np.int32)
@@ -244,7 +244,7 @@ def event_wait_pairs_reference(
     launch_of = t.launch[node_ev]
     launch_end = t.start[launch_of] + t.dur[launch_of]
     prev_end_on_stream = previous_end_on_stream(t, node_ev)
-    record_mask = t.names_matching(lambda s: s in EVENT_RECORD_CALLS)
+    record_mask = t.names_matching(EVENT_RECORD_CALLS.__contains__)
     exact = stream_wait_sync_events(t)
     record_by_corr = {
         int(t.correlation[i]): i for i in np.flatnonzero(record_mask[t.name] & (t.kind == Kind.RUNTIME))

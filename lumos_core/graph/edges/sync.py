@@ -18,22 +18,21 @@ from lumos_core.trace.kineto_schema import (
 )
 from lumos_core.trace.model import Kind, RankTrace
 
+BLOCKING_CALLS = STREAM_SYNC_CALLS | DEVICE_SYNC_CALLS | EVENT_SYNC_CALLS | BLOCKING_COPY_CALLS
+
 
 def add_syncs(ctx: RankContext) -> None:
     """GPU -> CPU: blocking calls end only after the GPU work they wait for."""
     t, rn, ep = ctx.trace, ctx.nodes, ctx.end_deps
     names = t.strings
-    stream_sync = t.names_matching(lambda s: s in STREAM_SYNC_CALLS)
-    device_sync = t.names_matching(lambda s: s in DEVICE_SYNC_CALLS)
-    event_sync = t.names_matching(lambda s: s in EVENT_SYNC_CALLS)
-    record = t.names_matching(lambda s: s in EVENT_RECORD_CALLS)
-    copy_sync = t.names_matching(lambda s: s in BLOCKING_COPY_CALLS)
+    blocking = t.names_matching(BLOCKING_CALLS.__contains__)
     rt = t.kind == Kind.RUNTIME
-    calls = np.flatnonzero(rt & (stream_sync | device_sync | event_sync | copy_sync)[t.name])
+    calls = np.flatnonzero(rt & blocking[t.name])
     if len(calls) == 0:
         return
     launch_nodes, launch_ts, launch_lane, stream_lane = launches_by_stream(t, rn)
     sync_stream = sync_event_streams(t)
+    record = t.names_matching(EVENT_RECORD_CALLS.__contains__)
     srcs: list[int] = []
     dsts: list[int] = []
     for call in calls.tolist():
