@@ -128,6 +128,9 @@ def rewritten_timelines(
                 continue
             src = by_rank[int(g.rank[v])]
             e = int(g.event[v])
+            on_coll = coll_events.get(src.rank)
+            if on_coll is None:  # built once per source rank (setdefault would build it per node)
+                on_coll = coll_events[src.rank] = set(src.collectives.event.tolist())
             corr = int(src.correlation[e])
             new_corr = -1 if corr < 0 else (inst + 1) * (1 << 32) + corr
             rows.add(
@@ -140,7 +143,7 @@ def rewritten_timelines(
                 new_corr,
                 int(src.external_id[e]),
                 _collective_args(rows, src, e, _label(g, v, nr, labels, solo))
-                if e in coll_events.setdefault(src.rank, set(src.collectives.event.tolist()))
+                if e in on_coll
                 else rows.args_ref(src, e),
                 v,
             )
