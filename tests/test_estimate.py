@@ -124,6 +124,19 @@ def test_cli_estimate_json_and_export(tmp_path: Path) -> None:
 
 
 @needs_shared
+def test_cli_show_baseline_json_has_the_fitted_models() -> None:
+    cmd = [sys.executable, "-m", "lumos_core", "estimate", "--show-baseline", "--json", "-q"]
+    p = subprocess.run(
+        [*cmd, str(shared("h100-nanogpt-8rank"))], capture_output=True, text=True, cwd=REPO, timeout=300
+    )
+    assert p.returncode == 0, p.stderr
+    d = json.loads(p.stdout)
+    assert d["config"]["dp"] == 8
+    assert set(d["fitted_models"]) >= {"kernel_curves", "collectives", "overlap_slowdown", "lines"}
+    assert isinstance(d["fitted_models"]["kernel_curves"]["gemm"]["peak"], float)
+
+
+@needs_shared
 def test_all_to_all_is_not_a_data_parallel_collective() -> None:
     """DLRM's embedding all-to-all (SendRecv kernels under c10d::alltoall_base_) is re-timed as an
     all-to-all over its group (every rank here), with its own (activation) volume per rank, never

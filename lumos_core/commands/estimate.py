@@ -132,7 +132,9 @@ def run(args: argparse.Namespace) -> int:
         curves = fitted_models(job, baseline)
         if args.json:
             out = {**baseline.as_dict(), "fitted_models": curves}
-            sys.stdout.write(orjson.dumps(out, option=orjson.OPT_INDENT_2).decode() + "\n")
+            # the fitted curves hold numpy floats
+            opts = orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY
+            sys.stdout.write(orjson.dumps(out, option=opts).decode() + "\n")
         else:
             print(format_baseline(baseline))
             print("\nfitted performance models (re-timing uses these):")
