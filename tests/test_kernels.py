@@ -27,6 +27,7 @@ from lumos_core.graph.order import (
     dependency_order,
     kahn,
     kahn_reference,
+    narrow_ptr,
     order_key,
     stable_order_by_node,
     topological_order,
@@ -243,6 +244,10 @@ def test_simulation_kernel_matches_reference_on_random_dags(g: SimpleNamespace) 
     ref_s, ref_e = simulate_reference(g, dur, lag)  # type: ignore[arg-type]
     s, e = simulate(g, dur, lag)  # type: ignore[arg-type]
     assert np.array_equal(s, ref_s) and np.array_equal(e, ref_e)
+    g.sp_ptr, g.ep_ptr = narrow_ptr(g.sp_ptr), narrow_ptr(g.ep_ptr)  # a built graph's int32 pointers
+    assert g.sp_ptr.dtype == np.int32
+    s, e = simulate(g, dur, lag)  # type: ignore[arg-type]
+    assert np.array_equal(s, ref_s) and np.array_equal(e, ref_e)
 
 
 @settings(max_examples=150, deadline=None)
@@ -258,10 +263,19 @@ def test_critical_walk_compiled_equals_its_python_form(g: SimpleNamespace, windo
         v, window_start, start, end, g.anchor, g.dur, g.node_type, g.category, g.sp_ptr, g.sp_src,
         g.sp_from_end, g.sp_lag, g.sp_kind, g.ep_ptr, g.ep_src, g.ep_from_end, g.ep_lag, 13, 10_000,
     )  # fmt: skip
-    got = replay_kernels.critical_walk(*args)
     ref = replay_kernels.critical_walk.py_func(*args)
-    for a, b in zip(got, ref):
-        assert np.array_equal(a, b)
+    narrow = list(args)
+    narrow[8], narrow[13] = narrow_ptr(g.sp_ptr), narrow_ptr(g.ep_ptr)  # a built graph's int32 pointers
+    for got in (replay_kernels.critical_walk(*args), replay_kernels.critical_walk(*narrow)):
+        for a, b in zip(got, ref):
+            assert np.array_equal(a, b)
+
+
+def test_csr_pointers_narrow_to_int32_only_while_the_edges_fit() -> None:
+    small = np.asarray([0, 3, 2**31 - 2], np.int64)
+    assert narrow_ptr(small).dtype == np.int32 and np.array_equal(narrow_ptr(small), small)
+    big = np.asarray([0, 3, 2**31 - 1], np.int64)  # past int32: kept as it is
+    assert narrow_ptr(big).dtype == np.int64 and np.array_equal(narrow_ptr(big), big)
 
 
 @settings(max_examples=150, deadline=None)
@@ -409,8 +423,9 @@ def test_kahn_on_a_large_graph_whose_times_run_against_its_dependencies() -> Non
 
 
 def test_warm_up_compiles_every_graph_kernel_signature_a_build_uses() -> None:
-    """The app warms the kernels up on a worker at start-up; a graph build (traced and rebuilt) must
-    then compile nothing more (in a fresh process, so no other test's calls count)."""
+    """The app warms the kernels up on a worker at start-up; a graph build (traced and rebuilt) and
+    its replay (int32 CSR pointers) must then compile nothing more (in a fresh process, so no other
+    test's calls count)."""
     if not jit.ENABLED:
         pytest.skip("numba is not installed")
     import subprocess
@@ -420,15 +435,20 @@ def test_warm_up_compiles_every_graph_kernel_signature_a_build_uses() -> None:
         "from lumos_core import jit\n"
         "from lumos_core.graph import kernels as k\n"
         "jit.warm_up()\n"
-        "names = [n for n in dir(k) if hasattr(getattr(k, n), 'signatures')]\n"
-        "before = {n: len(getattr(k, n).signatures) for n in names}\n"
+        "from lumos_core.replay import kernels as rk\n"
+        "fns = {m.__name__ + '.' + n: getattr(m, n) for m in (k, rk) for n in dir(m)}\n"
+        "fns = {n: f for n, f in fns.items() if hasattr(f, 'signatures')}\n"
+        "before = {n: len(f.signatures) for n, f in fns.items()}\n"
         "from lumos_core.trace.loader import load_job\n"
         "from lumos_core.graph.build import build_graph\n"
         "from lumos_core.graph.order import dependency_order\n"
-        f"g = build_graph(load_job({str(REPO / 'tests' / 'data' / 'cpu-gpt' / 'base')!r}))\n"
+        "from lumos_core.replay.run import replay\n"
+        f"job = load_job({str(REPO / 'tests' / 'data' / 'cpu-gpt' / 'base')!r})\n"
+        "g = build_graph(job)\n"
         "dependency_order(g.sp_ptr, g.sp_src, g.ep_ptr, g.ep_src)\n"
-        "after = {n: len(getattr(k, n).signatures) for n in names}\n"
-        "print({n: (before[n], after[n]) for n in names if before[n] != after[n]})\n"
+        "replay(job, graph=g)\n"
+        "after = {n: len(f.signatures) for n, f in fns.items()}\n"
+        "print({n: (before[n], after[n]) for n in fns if before[n] != after[n]})\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=REPO)
     assert out.returncode == 0, out.stderr

@@ -10,7 +10,7 @@ import numpy as np
 
 from lumos_core.errors import GraphError
 from lumos_core.graph.model import ExecutionGraph, GraphOrigin
-from lumos_core.graph.order import csr, cycle_message, dependency_order, topological_order
+from lumos_core.graph.order import csr, cycle_message, dependency_order, narrow_ptr, topological_order
 from lumos_core.trace.model import Job
 
 
@@ -71,6 +71,8 @@ def make_graph(
             raise GraphError(cycle_message(job, rank, event, exc)) from None
     else:
         order = dependency_order(sp_ptr, s_src, ep_ptr, e_src)
+    # Ordering is done with the int64 pointers; the graph keeps them as int32 where they fit.
+    sp_ptr, ep_ptr = narrow_ptr(sp_ptr), narrow_ptr(ep_ptr)
     return ExecutionGraph(
         job=job,
         rank=np.asarray(rank, np.int32),

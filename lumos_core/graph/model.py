@@ -110,12 +110,12 @@ class ExecutionGraph:
     anchor: np.ndarray  # int64 earliest start (the measured start of a task nothing precedes)
     measured_start: np.ndarray | None  # int64 ns per node; None for a rebuilt graph
     measured_end: np.ndarray | None
-    sp_ptr: np.ndarray
+    sp_ptr: np.ndarray  # CSR offsets: int32 while the edges fit (graph.order.narrow_ptr), else int64
     sp_src: np.ndarray
     sp_lag: np.ndarray
     sp_from_end: np.ndarray  # bool: depends on the source's end (else its start)
     sp_kind: np.ndarray  # int8 EdgeKind
-    ep_ptr: np.ndarray
+    ep_ptr: np.ndarray  # as sp_ptr
     ep_src: np.ndarray
     ep_lag: np.ndarray
     ep_from_end: np.ndarray  # bool: the source's end (else its start)

@@ -59,6 +59,14 @@ def csr_reference(
     return ptr, cols
 
 
+def narrow_ptr(ptr: np.ndarray) -> np.ndarray:
+    """A CSR ``ptr`` as int32 while its edge count fits (half the memory of two per-node columns at
+    tens of millions of nodes), else as given (int64)."""
+    if len(ptr) and int(ptr[-1]) < 2**31 - 1:
+        return ptr.astype(np.int32)
+    return ptr
+
+
 def order_key(measured_start: np.ndarray, measured_end: np.ndarray, ep_ptr: np.ndarray) -> np.ndarray:
     """The time a node is final: its measured start, or its end for a blocking call (a node with end
     dependencies)."""

@@ -147,19 +147,21 @@ def critical_walk(  # type: ignore[no-untyped-def]
 
 
 def warm_up() -> None:
-    """Compile both kernels on a two-node graph."""
+    """Compile both kernels on a two-node graph, with int32 CSR pointers (a graph's own) and int64
+    ones (a graph past 2**31 edges, or one laid out outside the graph factory)."""
     z = np.zeros(2, np.int64)
-    ptr = np.asarray([0, 0, 1], np.int64)
     src = np.zeros(1, np.int32)
     fe = np.ones(1, bool)
     lag = np.zeros(1, np.int64)
     kind = np.zeros(1, np.int8)
-    e_ptr = np.zeros(3, np.int64)
     e_src = np.zeros(0, np.int32)
     order = np.arange(2, dtype=np.int32)
     dur = np.ones(2, np.int64)
-    s, e = simulate_pass(order, z, dur, ptr, src, fe, lag, e_ptr, e_src, fe[:0], lag[:0])
-    critical_walk(
-        1, 0, s, e, z, dur, np.zeros(2, np.int8), np.zeros(2, np.int8),
-        ptr, src, fe, lag, kind, e_ptr, e_src, fe[:0], lag[:0], 13, 1_000_000,
-    )  # fmt: skip
+    for index in (np.int32, np.int64):
+        ptr = np.asarray([0, 0, 1], index)
+        e_ptr = np.zeros(3, index)
+        s, e = simulate_pass(order, z, dur, ptr, src, fe, lag, e_ptr, e_src, fe[:0], lag[:0])
+        critical_walk(
+            1, 0, s, e, z, dur, np.zeros(2, np.int8), np.zeros(2, np.int8),
+            ptr, src, fe, lag, kind, e_ptr, e_src, fe[:0], lag[:0], 13, 1_000_000,
+        )  # fmt: skip
