@@ -330,17 +330,21 @@ class PathContext:
 
     def __init__(self, graph: ExecutionGraph) -> None:
         self.categories = node_categories(graph)
-        # the walks end on CPU or GPU tasks; found a million nodes at a time (no full-length
-        # int64 temporaries at tens of millions of nodes)
+        # the walks end on CPU or GPU tasks; found in chunks (no full-length int64 temporaries at
+        # tens of millions of nodes), counted first and written in place (no per-chunk parts held
+        # beside their concatenation)
         index = np.int32 if graph.n_nodes < 2**31 else np.int64
-        task_parts, rank_parts = [], []
+        is_task = graph.node_type <= NodeType.GPU
+        count = int(np.count_nonzero(is_task))
+        tasks = np.empty(count, index)
+        ranks = np.empty(count, graph.rank.dtype)
+        at = 0
         for lo in range(0, graph.n_nodes, _CHUNK):
-            found = np.flatnonzero(graph.node_type[lo : lo + _CHUNK] <= NodeType.GPU)
-            rank_parts.append(graph.rank[lo : lo + _CHUNK][found])
-            task_parts.append((found + lo).astype(index))
-        tasks = np.concatenate(task_parts) if task_parts else np.zeros(0, index)
-        ranks = np.concatenate(rank_parts) if rank_parts else graph.rank[:0]
-        del task_parts, rank_parts
+            found = np.flatnonzero(is_task[lo : lo + _CHUNK])
+            ranks[at : at + len(found)] = graph.rank[lo : lo + _CHUNK][found]
+            tasks[at : at + len(found)] = found + lo
+            at += len(found)
+        del is_task
         if len(ranks) > 1 and not bool(np.all(ranks[1:] >= ranks[:-1])):
             order = np.argsort(ranks, kind="stable")  # node ids stay ascending within a rank
             tasks, ranks = tasks[order], ranks[order]
@@ -372,7 +376,7 @@ def node_categories(graph: ExecutionGraph) -> np.ndarray:
         ev = first[r].collectives.event.astype(np.int64)
         ev = ev[(ev >= 0) & (ev < len(first[r]))]
         is_comm[offsets[i] + ev] = True
-    # A million nodes at a time: the lookups' temporaries stay small at tens of millions of nodes.
+    # In chunks (_CHUNK): the lookups' temporaries stay small at tens of millions of nodes.
     for lo in range(0, graph.n_nodes, _CHUNK):
         sl = slice(lo, lo + _CHUNK)
         event = graph.event[sl]
@@ -387,7 +391,9 @@ def node_categories(graph: ExecutionGraph) -> np.ndarray:
     return cat
 
 
-_CHUNK = 1 << 20
+# A quarter of a million nodes at a time: the lookups' int64 temporaries stay ~10 MB (a million made
+# them the replay's peak at hundreds of ranks).
+_CHUNK = 1 << 18
 
 
 def _category(graph: ExecutionGraph, v: int) -> str:
