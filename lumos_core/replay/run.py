@@ -330,29 +330,32 @@ class PathContext:
 
     def __init__(self, graph: ExecutionGraph) -> None:
         self.categories = node_categories(graph)
-        # the walks end on CPU or GPU tasks; found in chunks (no full-length int64 temporaries at
-        # tens of millions of nodes), counted first and written in place (no per-chunk parts held
-        # beside their concatenation)
+        # the walks end on CPU or GPU tasks: each rank's, ascending, laid out rank after rank by a
+        # counting sort in chunks (no full-length rank column, permutation or int64 temporaries at
+        # tens of millions of nodes)
         index = np.int32 if graph.n_nodes < 2**31 else np.int64
         is_task = graph.node_type <= NodeType.GPU
-        count = int(np.count_nonzero(is_task))
-        tasks = np.empty(count, index)
-        ranks = np.empty(count, graph.rank.dtype)
-        at = 0
+        n_ranks = int(graph.rank.max()) + 1 if graph.n_nodes else 0
+        counts = np.zeros(n_ranks, np.int64)
+        for lo in range(0, graph.n_nodes, _CHUNK):
+            counts += np.bincount(graph.rank[lo : lo + _CHUNK][is_task[lo : lo + _CHUNK]], minlength=n_ranks)
+        first = np.zeros(n_ranks + 1, np.int64)
+        np.cumsum(counts, out=first[1:])
+        cursor = first[:-1].copy()
+        tasks = np.empty(int(first[-1]), index)
         for lo in range(0, graph.n_nodes, _CHUNK):
             found = np.flatnonzero(is_task[lo : lo + _CHUNK])
-            ranks[at : at + len(found)] = graph.rank[lo : lo + _CHUNK][found]
-            tasks[at : at + len(found)] = found + lo
-            at += len(found)
-        del is_task
-        if len(ranks) > 1 and not bool(np.all(ranks[1:] >= ranks[:-1])):
-            order = np.argsort(ranks, kind="stable")  # node ids stay ascending within a rank
-            tasks, ranks = tasks[order], ranks[order]
-        cut = np.flatnonzero(ranks[1:] != ranks[:-1]) + 1
-        lo = np.concatenate([[0], cut]).tolist()
-        hi = np.concatenate([cut, [len(ranks)]]).tolist()
+            ranks = graph.rank[lo : lo + _CHUNK][found]
+            by_rank = np.argsort(ranks, kind="stable")  # node ids stay ascending within a rank
+            found, ranks = found[by_rank], ranks[by_rank]
+            cut = np.flatnonzero(ranks[1:] != ranks[:-1]) + 1
+            for a, b in zip([0, *cut.tolist()], [*cut.tolist(), len(ranks)]):
+                if b > a:
+                    r = int(ranks[a])
+                    tasks[cursor[r] : cursor[r] + (b - a)] = found[a:b] + lo
+                    cursor[r] += b - a
         self._tasks = tasks
-        self._bounds = {int(ranks[a]): (a, b) for a, b in zip(lo, hi) if b > a}
+        self._bounds = {r: (int(first[r]), int(first[r + 1])) for r in np.flatnonzero(counts).tolist()}
 
     def nodes_of(self, rank: int) -> np.ndarray:
         """The rank's CPU and GPU task nodes, ascending."""
