@@ -459,7 +459,7 @@ def parse_table(code: Path, label: str, name: str, job: Path, args: argparse.Nam
 
 def _tasks_hint(name: str) -> int:
     """Tasks of each job (as replayed), to project memory before running it."""
-    return {"64": 929_536, "256": 3_718_144, "512": 25_878_272}[name]
+    return {"64": 929_536, "256": 3_718_144, "512": 14_793_216}[name]
 
 
 if __name__ == "__main__":
