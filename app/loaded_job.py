@@ -18,8 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
-from app.timeline.lane_data import RowTable, build_row_table
-from app.timeline.overview_data import RankActivity, activity_index
+from app.timeline.overview_data import RankActivity, job_activity
+from app.timeline.row_tables import RowTables, row_shape
 from lumos_core.errors import LumosError
 from lumos_core.graph.build import build_graph
 from lumos_core.graph.model import ExecutionGraph
@@ -44,6 +44,7 @@ from lumos_core.trace.model import Job
 from lumos_core.trace.operator_stats import OperatorStat, operator_table
 from lumos_core.whatif.baseline import infer_baseline
 from lumos_core.whatif.config import Baseline
+from lumos_core.whatif.rank_groups import default_role, rank_groups
 
 
 @dataclass
@@ -51,7 +52,7 @@ class LoadedJob:
     path: str
     job: Job
     families: list[np.ndarray]  # per rank, per event
-    tables: list[RowTable]  # per rank
+    tables: RowTables  # per rank, built when first shown
     iterations: list[IterationStat]
     collectives: list[CollectiveStat]
     kernels: list[KernelStat]  # whole job, by total time
@@ -78,7 +79,8 @@ class LoadedJob:
 
     @property
     def n_tasks(self) -> int:
-        return sum(len(t) for t in self.tables)
+        n = getattr(self.tables, "n_events", None)  # lazy tables know it unbuilt
+        return n if n is not None else sum(len(t) for t in self.tables)
 
     def apply(self, summaries: JobSummaries) -> None:
         """Take the summaries computed by :func:`summarise_job` (on the GUI thread, so a widget never
@@ -141,22 +143,28 @@ def prepare_loaded(
 def lanes_of(
     path: str, job: Job, progress: Callable[[float, str], None], t0: float | None = None
 ) -> LoadedJob:
-    """Drawing tables of an already loaded job, and what decides how they are first shown."""
+    """Drawing data of an already loaded job, and what decides how it is first shown. Row tables
+    are built only for the ranks the first picture shows (:func:`first_shown`); the others are
+    built when their lanes come into view (:mod:`app.timeline.row_tables`)."""
     t0 = time.perf_counter() if t0 is None else t0
-    families, tables = [], []
     n = len(job.ranks)
+    families = []
     for k, rank in enumerate(job.ranks):
-        fam = event_families(rank)
-        families.append(fam)
-        tables.append(build_row_table(rank, fam))
-        progress(0.85 + 0.1 * (k + 1) / n, f"arranged rank {rank.rank}")
-    progress(0.96, "finding iterations and stragglers")
+        families.append(event_families(rank))
+        progress(0.85 + 0.05 * (k + 1) / n, f"classified rank {rank.rank}")
+    progress(0.9, "arranging the lanes")
+    tables = RowTables(job.ranks, families, [row_shape(rank) for rank in job.ranks])
+    progress(0.93, "finding iterations and stragglers")
     windows = [iteration_windows(rank) for rank in job.ranks]  # the marks; breakdowns come later
     stragglers = find_stragglers(job)
-    activity = activity_index(job.ranks, tables)
+    activity = job_activity(job.ranks, families)
     memory = [rank_memory(rank) for rank in job.ranks]
-    progress(0.98, "inferring the traced configuration")
+    progress(0.96, "inferring the traced configuration")
     baseline, baseline_error = infer_job_baseline(job)
+    shown = first_shown(job, baseline, stragglers)
+    for k, ri in enumerate(shown):
+        tables.build(ri)
+        progress(0.97 + 0.03 * (k + 1) / len(shown), f"arranged rank {job.ranks[ri].rank}")
     progress(1.0, f"loaded {n} rank(s)")
     return LoadedJob(
         path=str(path),
@@ -175,6 +183,26 @@ def lanes_of(
         activity=activity,
         windows=windows,
     )
+
+
+AUTO_GROUP_RANKS = 32  # from this many ranks a job opens grouped (one representative per group)
+FIRST_SHOWN_RANKS = 16  # ungrouped: the ranks built before the first paint (a screenful and more)
+
+
+def opening_grouping(n_ranks: int, baseline: Baseline | None) -> str:
+    """How a job opens: big jobs grouped by pipeline stage (or TP group without a pipeline)."""
+    return default_role(baseline) if n_ranks >= AUTO_GROUP_RANKS else ""
+
+
+def first_shown(job: Job, baseline: Baseline | None, stragglers: StragglerReport | None) -> list[int]:
+    """Rank indices whose lanes the first picture shows: the representatives of the groups a big
+    job opens with, else the first ranks (all of a small job)."""
+    n = len(job.ranks)
+    by = opening_grouping(n, baseline)
+    if not by:
+        return list(range(min(n, FIRST_SHOWN_RANKS if n >= AUTO_GROUP_RANKS else n)))
+    flagged = {r.rank for r in stragglers.flagged} if stragglers is not None else set()
+    return [g.representative for g in rank_groups(baseline, [t.rank for t in job.ranks], by, flagged)]
 
 
 def summarise_job(loaded: LoadedJob, progress: Callable[[float, str], None]) -> JobSummaries:

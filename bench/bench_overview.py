@@ -49,9 +49,12 @@ class StageTimers:
         ("lumos_core.trace.loader", "estimate_offsets", "worker:   clock alignment (offsets)"),
         ("app.loaded_job", "event_families", "worker: kernel families"),
         ("app.loaded_job", "build_row_table", "worker: row tables (lanes)"),
+        ("app.loaded_job", "row_shape", "worker: lane shapes (rows per rank, no table)"),
+        ("app.timeline.row_tables", "build_row_table", "row tables built (any thread)"),
         ("app.loaded_job", "iteration_windows", "worker: iteration windows (marks)"),
         ("app.loaded_job", "find_stragglers", "worker: stragglers"),
         ("app.loaded_job", "activity_index", "worker: overview index"),
+        ("app.loaded_job", "job_activity", "worker: overview index"),
         ("app.loaded_job", "rank_memory", "worker: memory records"),
         ("app.loaded_job", "infer_job_baseline", "worker: inferred configuration (groups)"),
         ("app.loaded_job", "iteration_table", "worker: iteration breakdowns"),
@@ -104,6 +107,61 @@ class StageTimers:
 
         loaded = sorted(n for n, f in vars(kernels).items() if getattr(f, "signatures", None))
         print(f"  compiled kernels loaded by the time the summaries were in: {', '.join(loaded) or 'none'}")
+
+
+def rss_now() -> int:
+    with open("/proc/self/statm") as fh:
+        return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def tables_note(tables) -> str:  # type: ignore[no-untyped-def]
+    """How many ranks' row tables exist and their bytes (every rank's before lazy tables)."""
+    built = getattr(tables, "n_built", None)
+    if built is None:  # older code: a list, every table built at open
+        return f"row tables built for {len(tables)} of {len(tables)} ranks, {sum(t.nbytes for t in tables) / 2**20:.0f} MB"
+    return f"row tables built for {built} of {len(tables)} ranks, {tables.nbytes / 2**20:.0f} MB"
+
+
+def scroll_through(app, w, steps: int = 12) -> None:  # type: ignore[no-untyped-def]
+    """Every rank in rank order (no grouping), scrolled top to bottom in ``steps`` jumps: the GUI
+    thread's time per jump (the paint included; lanes without tables are drawn empty and built on a
+    worker) and how long until the lanes in view are drawn."""
+    view = w.timeline
+    t = time.perf_counter()
+    view.set_grouping("")
+    app.processEvents()
+    print(
+        f"scroll test: every rank in rank order, {len(view.layout_model.rows)} rows (regroup {1e3 * (time.perf_counter() - t):.0f} ms)"
+    )
+    gui_ms, fill_ms, worst_missing = [], [], 0
+    n_rows = len(view.layout_model.rows)
+    for k in range(1, steps + 1):
+        t, c = time.perf_counter(), time.thread_time()
+        view.scroll_to_row(k * (n_rows - view.visible_rows()) / steps)
+        view.canvas.grab()
+        gui_ms.append(((time.perf_counter() - t) * 1e3, (time.thread_time() - c) * 1e3))
+        worst_missing = max(worst_missing, getattr(view.item, "last_missing", 0))
+        end = time.monotonic() + 30
+        while getattr(view.item, "last_missing", 0) and time.monotonic() < end:
+            app.processEvents()  # the worker builds what the paint asked for, then repaints
+            if not view.tables_pending:
+                view.canvas.grab()
+            time.sleep(0.002)
+        fill_ms.append((time.perf_counter() - t) * 1e3)
+        if getattr(view.item, "last_missing", 0):
+            print("  lanes still missing after the wait:", view.item.last_missing)
+    walls = sorted(g for g, _c in gui_ms)
+    cpus = sorted(c for _g, c in gui_ms)
+    print(
+        f"  GUI thread per jump (scroll + paint): median {statistics.median(walls):.0f} ms wall / "
+        f"{statistics.median(cpus):.0f} ms CPU, worst {walls[-1]:.0f} / {cpus[-1]:.0f} ms; "
+        f"rows drawn loading at most {worst_missing}; lanes complete after median "
+        f"{statistics.median(fill_ms):.0f} ms, worst {max(fill_ms):.0f} ms"
+    )
+    print(f"  after scrolling: {tables_note(w.loaded.tables)}; RSS {rss_now() / 2**30:.2f} GiB")
+    from app.timeline.rank_grouping import default_grouping
+
+    view.set_grouping(default_grouping(w.loaded))
 
 
 def main() -> int:
@@ -169,6 +227,10 @@ def main() -> int:
         f"first paint, {n} ranks from the cache: {painted[0]:.2f} s (target <= {TARGETS['first_paint_256_s']} s), "
         f"{cpu[0]:.2f} CPU s"
     )
+    print(f"  RSS at the first paint: {rss_now() / 2**30:.2f} GiB; {tables_note(w.loaded.tables)}")
+    print(
+        f"  rows in view drawn without their tables (loading): {getattr(w.timeline.item, 'last_missing', 0)}"
+    )
     load_s = w.timings.get("load_s", float("nan"))
     print(
         f"  of which loading + preparing the lanes on the worker {load_s:.2f} s, "
@@ -184,6 +246,8 @@ def main() -> int:
         f"summary panes filled (job_loaded) after {summaries_s:.2f} s ({summaries_s - painted[0]:.2f} s after the first paint), {cpu_all:.2f} CPU s in all"
     )
     lj = w.loaded
+    print(f"after the summaries: {tables_note(lj.tables)}; RSS {rss_now() / 2**30:.2f} GiB")
+    scroll_through(app, w)
     strip = w.timeline.overview
     for _ in range(3):
         app.processEvents()

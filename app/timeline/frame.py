@@ -10,7 +10,7 @@ view, the layout or the highlights change.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from PySide6.QtCore import QLineF, QRectF, Qt
@@ -21,6 +21,7 @@ from app.theme import Theme
 from app.timeline.lane_data import RowTable, Spans
 from app.timeline.lane_layout import LaneLayout, RowKind
 from app.timeline.layer import IterationMark, Layer, LayerStyle
+from app.timeline.row_tables import ready_table
 from lumos_core.trace.kernel_families import N_FAMILIES
 from lumos_core.trace.model import RankTrace
 
@@ -41,6 +42,10 @@ class Frame:
     header_texts: list[tuple[QRectF, str]]
     highlights: np.ndarray  # (n, 4) search matches
     n_spans: int
+    # (layer, rank index) whose row tables are not built yet: those of rows in view first (drawn
+    # empty, "loading"), then those of the rows a screen above and below (asked for ahead)
+    missing: list[tuple[int, int]] = field(default_factory=list)
+    n_missing_in_view: int = 0
 
 
 def draw_rects(p: QPainter, rects: np.ndarray) -> None:
@@ -110,6 +115,8 @@ def build_frame(
     labels: list[tuple[QRectF, str, int]] = []
     highlight_parts: list[np.ndarray] = []
     header_bands: list[tuple[float, float]] = []
+    missing: dict[tuple[int, int], None] = {}  # ordered set
+    loading_rows: list[float] = []  # device y of rows waiting for their tables
     n_spans = 0
     for r in range(r0, r1):
         row = layout.rows[r]
@@ -120,7 +127,12 @@ def build_frame(
         for li, layer in enumerate(layers):
             if row.layer is not None and row.layer != li:
                 continue  # a row of another layer (paired or single-layer layouts)
-            table = layer.tables[row.rank_index]
+            table = ready_table(layer.tables, row.rank_index)
+            if table is None:  # built on a worker when asked for (see app.timeline.row_tables)
+                missing[(li, row.rank_index)] = None
+                if row.sources and (not loading_rows or loading_rows[-1] != top):
+                    loading_rows.append(top)
+                continue
             rank = layer.ranks[row.rank_index]
             st = layer.style
             y = top + h * st.y0
@@ -205,6 +217,17 @@ def build_frame(
                     header_texts.append((QRectF(xa_c, gy0, room, sy), text))
                 elif room > fm.horizontalAdvance(m.name):
                     header_texts.append((QRectF(xa_c, gy0, room, sy), m.name))
+    n_missing_in_view = len(missing)
+    margin = max(r1 - r0, 1)  # the rows a screen above and below are asked for ahead of a scroll
+    for r in (*range(max(0, r0 - margin), r0), *range(r1, min(len(layout.rows), r1 + margin))):
+        row = layout.rows[r]
+        if not row.sources:
+            continue
+        for li, layer in enumerate(layers):
+            if (row.layer is None or row.layer == li) and ready_table(layer.tables, row.rank_index) is None:
+                missing[(li, row.rank_index)] = None
+    for top in loading_rows:
+        header_texts.append((QRectF(x_left + 4, top, max(width_dev - 8, 1.0), sy), "loading lanes…"))
     band_colors.append((theme.group_band, np.asarray(group_rects, np.float64).reshape(-1, 4)))
     hb = np.asarray([(x_left, t, width_dev, h) for t, h in header_bands], np.float64).reshape(-1, 4)
     band_colors.append((theme.header_band, hb))
@@ -219,6 +242,8 @@ def build_frame(
         header_texts=header_texts,
         highlights=np.concatenate(highlight_parts) if highlight_parts else np.zeros((0, 4)),
         n_spans=n_spans,
+        missing=list(missing),
+        n_missing_in_view=n_missing_in_view,
     )
 
 

@@ -144,14 +144,24 @@ class RowTable:
         return n
 
 
+def drawable_events(rank: RankTrace, gpu_only: bool = False) -> np.ndarray:
+    """Indices of the events of ``rank`` the timeline draws (GPU activities on GPU lanes, CPU
+    events on CPU lanes; with ``gpu_only`` the former alone), in event order."""
+    if len(rank.kind) == 0:
+        return np.zeros(0, np.int64)
+    is_gpu_lane = np.fromiter((ln.is_gpu for ln in rank.lanes), bool, len(rank.lanes))
+    on_gpu = is_gpu_lane[rank.lane] if len(is_gpu_lane) else np.zeros(len(rank.kind), bool)
+    if gpu_only:
+        return np.flatnonzero(on_gpu & np.isin(rank.kind, GPU_DRAWN))
+    keep = np.where(on_gpu, np.isin(rank.kind, GPU_DRAWN), np.isin(rank.kind, CPU_DRAWN))
+    return np.flatnonzero(keep)
+
+
 def build_row_table(rank: RankTrace, families: np.ndarray) -> RowTable:
     """Arrange the drawable events of ``rank`` (GPU activities, CPU events) into rows."""
-    is_gpu_lane = np.fromiter((ln.is_gpu for ln in rank.lanes), bool, len(rank.lanes))
     if len(rank.kind) == 0:
         return empty_table()
-    on_gpu = is_gpu_lane[rank.lane] if len(is_gpu_lane) else np.zeros(len(rank.kind), bool)
-    keep = np.where(on_gpu, np.isin(rank.kind, GPU_DRAWN), np.isin(rank.kind, CPU_DRAWN))
-    idx = np.flatnonzero(keep)
+    idx = drawable_events(rank)
     key = rank.lane[idx].astype(np.int64) * 65536 + rank.depth[idx].astype(np.int64)
     order = row_order(rank.lane[idx], rank.depth[idx], key, rank.start[idx])
     idx = idx[order]

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from app.timeline.lane_data import RowTable
+from app.timeline.row_tables import RowShape, table_shape
 from lumos_core.trace.model import LaneRole, RankTrace
 
 _GPU_ROLE_ORDER = {LaneRole.COMPUTE: 0, LaneRole.COMMUNICATION: 1, LaneRole.MEMCPY: 2, LaneRole.GPU_OTHER: 3}
@@ -91,7 +92,7 @@ class LaneLayout:
                 )
 
         for ri in self.order if self.order is not None else range(len(self.ranks)):
-            rank, table = self.ranks[ri], self.tables[ri]
+            rank, table = self.ranks[ri], table_shape(self.tables, ri)  # never builds a table
             first = len(rows)
             gpu, cpu = _ordered_lanes(rank, table)
             label = self.rank_labels[ri] if self.rank_labels else _rank_label(rank)
@@ -196,7 +197,7 @@ class LaneLayout:
         return -1
 
 
-def _ordered_lanes(rank: RankTrace, table: RowTable) -> tuple[list[int], list[int]]:
+def _ordered_lanes(rank: RankTrace, table: RowTable | RowShape) -> tuple[list[int], list[int]]:
     """GPU lanes (compute, communication, memcpy, other; then stream id) and CPU lanes (main thread
     first) that have something to draw."""
     present = {ln for ln, _ in table.keys}

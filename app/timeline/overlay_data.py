@@ -15,13 +15,15 @@ Two shapes, chosen by what the engine returned:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from app.loaded_job import LoadedJob
-from app.timeline.lane_data import RowTable, build_row_table, empty_table
+from app.timeline.lane_data import RowTable, build_row_table, drawable_events
 from app.timeline.layer import IterationMark
+from app.timeline.row_tables import RowTables
 from lumos_core.replay.breakdown import iteration_windows
 from lumos_core.trace.kernel_families import event_families
 from lumos_core.trace.model import RankTrace
@@ -50,14 +52,23 @@ class PredictedOverlay:
     # separate only: the open job's ranks first, expanded (another measured job compared with it)
     measured_first: bool = False
 
+    # match_within's answers by share (the first is computed on the worker that built the overlay)
+    _match: dict[float, tuple[float, float] | None] = field(default_factory=dict, repr=False)
+
     def match_within(self, share: float = 0.99) -> tuple[float, float] | None:
         """(ms within which ``share`` of the drawn tasks' starts and ends match, the largest
         difference), over every rank; None when nothing can be compared."""
-        devs = [d for d in self.deviation if d is not None and len(d)]
-        if not devs:
-            return None
-        every = np.concatenate(devs)
-        return float(np.quantile(every, share)), float(every.max())
+        if share in self._match:
+            return self._match[share]
+        dev = self.deviation
+        per_rank = dev.of_events() if isinstance(dev, TaskDeviations) else list(dev)
+        devs = [d for d in per_rank if d is not None and len(d)]
+        got = None
+        if devs:
+            every = np.concatenate(devs)
+            got = float(np.quantile(every, share)), float(every.max())
+        self._match[share] = got
+        return got
 
 
 def stands_for_text(rank: int, ranks: list[int]) -> str:
@@ -90,19 +101,15 @@ def _aligned(
     job = loaded.job
     n = len(job.ranks)
     ranks: list[RankTrace] = list(job.ranks)
-    tables: list[RowTable] = [empty_table() for _ in range(n)]
     families = list(loaded.families)
     present = [False] * n
     labels = [f"rank {t.rank} · not in the predicted job" for t in job.ranks]
     sim_rank = [-1] * n
     marks: list[list[IterationMark]] = [[] for _ in range(n)]
-    deviation: list[np.ndarray | None] = [None] * n
     for p, i in zip(timeline, sources):
         if present[i]:
             continue  # two predicted ranks from one traced rank: keep the first
         ranks[i] = p
-        tables[i] = build_row_table(p, loaded.families[i])
-        deviation[i] = task_deviation(tables[i], job.ranks[i])
         present[i] = True
         sim_rank[i] = p.rank
         text = stands_for_text(p.rank, summary.stands_for(p.rank))
@@ -110,10 +117,50 @@ def _aligned(
             text += f" (traced rank {job.ranks[i].rank})"
         labels[i] = f"{text} · predicted"
         marks[i] = _marks(p)
+    # the predicted lanes' tables are built when they are shown, like the measured ones
+    tables = RowTables(ranks, families, present=present)
     same = summary.world_size == n and all(summary.stands_for(r) == [r] for r in sim_rank if r >= 0)
-    return PredictedOverlay(
-        ranks, tables, families, present, labels, sim_rank, marks, summary.world_size, same, False, deviation
+    overlay = PredictedOverlay(
+        ranks,
+        tables,  # type: ignore[arg-type]
+        families,
+        present,
+        labels,
+        sim_rank,
+        marks,
+        summary.world_size,
+        same,
+        False,
+        TaskDeviations(tables, job.ranks, present),  # type: ignore[arg-type]
     )
+    overlay.match_within()  # here, on the worker: the GUI only reads it
+    return overlay
+
+
+class TaskDeviations(Sequence[np.ndarray | None]):
+    """Per measured rank: :func:`task_deviation` of its predicted table, computed (and the table
+    built) when first asked for; None where the predicted job has no counterpart."""
+
+    def __init__(self, tables: RowTables, measured: list[RankTrace], present: list[bool]) -> None:
+        self.tables, self.measured, self.present = tables, measured, present
+        self._done: dict[int, np.ndarray | None] = {}
+
+    def __len__(self) -> int:
+        return len(self.present)
+
+    def __getitem__(self, i: int) -> np.ndarray | None:  # type: ignore[override]
+        if i not in self._done:
+            ok = self.present[i]
+            self._done[i] = task_deviation(self.tables[i], self.measured[i]) if ok else None
+        return self._done[i]
+
+    def of_events(self) -> list[np.ndarray | None]:
+        """Every rank's deviations in event order (no table built): the same values per rank as
+        ``self[i]``, in another order."""
+        out: list[np.ndarray | None] = []
+        for i, ok in enumerate(self.present):
+            out.append(event_deviation(self.tables.ranks[i], self.measured[i]) if ok else None)
+        return out
 
 
 def task_deviation(table: RowTable, measured: RankTrace) -> np.ndarray | None:
@@ -126,6 +173,18 @@ def task_deviation(table: RowTable, measured: RankTrace) -> np.ndarray | None:
     start = measured.start[ev] / 1e6
     end = (measured.start[ev] + measured.dur[ev]) / 1e6
     return np.maximum(np.abs(table.start - start), np.abs(table.end - end))
+
+
+def event_deviation(predicted: RankTrace, measured: RankTrace) -> np.ndarray | None:
+    """:func:`task_deviation` of the rank's drawn tasks in event order, without its row table."""
+    ev = drawable_events(predicted)
+    if len(ev) and int(ev.max()) >= len(measured.start):
+        return None
+    p_start = predicted.start[ev] / 1e6
+    p_end = (predicted.start[ev] + predicted.dur[ev]) / 1e6
+    start = measured.start[ev] / 1e6
+    end = (measured.start[ev] + measured.dur[ev]) / 1e6
+    return np.maximum(np.abs(p_start - start), np.abs(p_end - end))
 
 
 def format_small_ms(ms: float) -> str:
@@ -192,7 +251,9 @@ def measured_marks(loaded: LoadedJob) -> list[list[IterationMark]]:
 
 __all__ = [
     "PredictedOverlay",
+    "TaskDeviations",
     "build_overlay",
+    "event_deviation",
     "format_small_ms",
     "match_text",
     "measured_marks",

@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from app.timeline.lane_data import RowTable
+from app.timeline.lane_data import RowTable, drawable_events
 from lumos_core.trace.kernel_families import Family
 from lumos_core.trace.model import RankTrace
 
+_NS_PER_MS = 1e6
 IDLE, COMPUTE, COMMUNICATION = 0, 1, 2
 ACTIVITY_NAMES = ("idle", "compute", "communication")
 COMM_FAMILIES = np.arange(int(Family.NCCL_ALL_REDUCE), int(Family.NCCL_OTHER) + 1)
@@ -64,6 +65,21 @@ class RankActivity:
             comm = np.isin(table.family[a:b], COMM_FAMILIES)
             parts[0].append((table.start[a:b][~comm], table.end[a:b][~comm]))
             parts[1].append((table.start[a:b][comm], table.end[a:b][comm]))
+        self._index(parts)
+
+    @classmethod
+    def of_rank(cls, rank: RankTrace, families: np.ndarray) -> RankActivity:
+        """The same index from the rank's events directly (no row table needed: the starts and
+        ends are sorted per class anyway, so the rows' order does not matter)."""
+        self = cls.__new__(cls)
+        idx = drawable_events(rank, gpu_only=True)
+        start = rank.start[idx] / _NS_PER_MS
+        end = (rank.start[idx] + rank.dur[idx]) / _NS_PER_MS
+        comm = np.isin(families[idx].astype(np.uint8), COMM_FAMILIES)
+        self._index([[(start[~comm], end[~comm])], [(start[comm], end[comm])]] if len(idx) else [[], []])
+        return self
+
+    def _index(self, parts: list[list[tuple[np.ndarray, np.ndarray]]]) -> None:
         # per class: (sorted starts, their prefix sums, sorted ends, their prefix sums)
         self.classes: list[tuple[np.ndarray, ...]] = []
         for p in parts:
@@ -85,6 +101,11 @@ class RankActivity:
 
 def activity_index(ranks: list[RankTrace], tables: list[RowTable]) -> list[RankActivity]:
     return [RankActivity(rank, table) for rank, table in zip(ranks, tables)]
+
+
+def job_activity(ranks: list[RankTrace], families: list[np.ndarray]) -> list[RankActivity]:
+    """:func:`activity_index` from the ranks' events, without their row tables."""
+    return [RankActivity.of_rank(rank, fam) for rank, fam in zip(ranks, families)]
 
 
 def rank_activity(

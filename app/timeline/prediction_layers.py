@@ -25,6 +25,7 @@ from app.timeline.lane_layout import LaneLayout
 from app.timeline.layer import IterationMark, Layer, LayerStyle
 from app.timeline.memory_lane import MemoryLaneItem
 from app.timeline.overlay_data import PredictedOverlay, measured_marks
+from app.timeline.row_tables import JoinedTables
 from app.timeline.span_item import OverlayItem, TimelineItem
 from app.timeline.stall_item import StallItem
 
@@ -174,13 +175,13 @@ class PredictionLayers:
         blank = empty_table()
         if pred.measured_first:  # another *measured* job: drawn as measured, searchable like it
             layers = [
-                Layer("measured", ranks, [*loaded.tables, *pred.tables]),
+                Layer("measured", ranks, JoinedTables(loaded.tables, pred.tables)),
                 Layer("predicted", ranks, [blank] * (n + m)),
             ]
         else:
             layers = [
-                Layer("measured", ranks, [*loaded.tables, *([blank] * m)]),
-                Layer("predicted", ranks, [*([blank] * n), *pred.tables]),
+                Layer("measured", ranks, JoinedTables(loaded.tables, [blank] * m)),
+                Layer("predicted", ranks, JoinedTables([blank] * n, pred.tables)),
             ]
         if pred.measured_first:  # another measured job under the open one
             labels = [f"A rank {t.rank} · measured" for t in loaded.job.ranks] + list(pred.labels)
@@ -188,7 +189,7 @@ class PredictionLayers:
         else:
             labels = [f"measured rank {t.rank} · for reference" for t in loaded.job.ranks] + list(pred.labels)
             order = list(range(n, n + m)) + (list(range(n)) if self.show_reference else [])
-        layout = LaneLayout(ranks, [*loaded.tables, *pred.tables], labels, order=order)
+        layout = LaneLayout(ranks, JoinedTables(loaded.tables, pred.tables), labels, order=order)
         old = self.layout_model
         if old is not None and len(old.ranks) == len(ranks) and old.order == order:
             layout.collapsed_ranks = set(old.collapsed_ranks)

@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING
 
 from PySide6.QtWidgets import QCheckBox, QComboBox, QHBoxLayout, QLabel, QWidget
 
-from app.loaded_job import LoadedJob
+from app.loaded_job import LoadedJob, opening_grouping
 from app.timeline.lane_layout import LaneLayout
-from lumos_core.whatif.rank_groups import RankGroup, default_role, rank_groups
+from lumos_core.whatif.rank_groups import RankGroup, rank_groups
 
 GROUPING_CHOICES = [
     ("all ranks, in rank order", ""),
@@ -23,12 +23,11 @@ GROUPING_CHOICES = [
     ("grouped by DP replica", "dp"),
     ("grouped by TP group", "tp"),
 ]
-AUTO_GROUP_RANKS = 32  # from this many ranks a job opens grouped (one representative per group)
 
 
 def default_grouping(loaded: LoadedJob) -> str:
     """How a job opens: big jobs grouped by pipeline stage (or TP group without a pipeline)."""
-    return default_role(loaded.baseline) if len(loaded.job.ranks) >= AUTO_GROUP_RANKS else ""
+    return opening_grouping(len(loaded.job.ranks), loaded.baseline)
 
 
 class GroupingBar(QWidget):

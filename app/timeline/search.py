@@ -14,6 +14,8 @@ import numpy as np
 
 from app.loaded_job import LoadedJob
 from app.timeline.hit import Hit
+from app.timeline.lane_data import drawable_events
+from app.timeline.row_tables import ready_table
 from app.timeline.span_item import TimelineItem
 
 
@@ -30,6 +32,7 @@ class TimelineSearch:
     matches: tuple[np.ndarray, np.ndarray] = no_matches()  # rank indices, event indices; replaced
     match_index = -1
     match_masks: list[np.ndarray | None] = []  # per rank: which table rows match; replaced
+    event_masks: list[np.ndarray | None] = []  # per rank: which events match (tables built or not)
 
     if TYPE_CHECKING:  # provided by the selection part of the view
 
@@ -40,40 +43,64 @@ class TimelineSearch:
         self.matches = no_matches()
         self.match_index = -1
         self.match_masks = []
+        self.event_masks = []
 
     def set_search(self, text: str) -> int:
         """Highlight tasks whose name contains ``text`` (case-insensitive); returns the count."""
         loaded = self.loaded
         self.match_index = -1
+        self.event_masks = []
         if loaded is None or not text.strip():
             self.matches = no_matches()
             self.match_masks = []
-            self.item.set_match_masks([None] * (len(loaded.tables) if loaded else 0))
+            self.item.set_match_masks([None] * (len(loaded.job.ranks) if loaded else 0))
             return 0
         needle = text.strip().lower()
-        masks: list[np.ndarray | None] = []
-        ranks_l, events_l, starts_l = [], [], []
-        for ri, (t, table) in enumerate(zip(loaded.job.ranks, loaded.tables)):
+        event_masks: list[np.ndarray | None] = []
+        ranks_l, events_l, starts_l, rows_l = [], [], [], []
+        for ri, t in enumerate(loaded.job.ranks):
             name_hit = np.fromiter((needle in s.lower() for s in t.strings), bool, len(t.strings))
             if not name_hit.any():
-                masks.append(None)
+                event_masks.append(None)
                 continue
-            tmask = name_hit[t.name[table.event]]
-            masks.append(tmask)
-            ev = table.event[tmask].astype(np.int64)
+            drawn = drawable_events(t)  # what the rank's row table holds, built or not
+            ev = drawn[name_hit[t.name[drawn]]].astype(np.int64)
+            emask = np.zeros(len(t.start), bool)
+            emask[ev] = True
+            event_masks.append(emask)
             ranks_l.append(np.full(len(ev), ri, np.int64))
             events_l.append(ev)
             starts_l.append(t.start[ev])
-        self.match_masks = masks
-        self.item.set_match_masks(masks)
+            rows_l.append(t.lane[ev].astype(np.int64) * 65536 + t.depth[ev])
+        self.event_masks = event_masks
+        self.match_masks = [None] * len(event_masks)
+        self.fill_match_masks()
         if not events_l:
             self.matches = no_matches()
             return 0
         ranks = np.concatenate(ranks_l)
         events = np.concatenate(events_l)
-        order = np.lexsort((ranks, np.concatenate(starts_l)))
+        # by start, then rank, then row: the order of the row tables' rows (ties: event order)
+        order = np.lexsort((np.concatenate(rows_l), ranks, np.concatenate(starts_l)))
         self.matches = (ranks[order], events[order])
         return len(events)
+
+    def fill_match_masks(self) -> None:
+        """The highlight masks (over table rows) of the ranks whose tables are built: at a search,
+        and again whenever more tables are built."""
+        loaded = self.loaded
+        if loaded is None or not self.event_masks:
+            return
+        changed = False
+        for ri, emask in enumerate(self.event_masks):
+            if emask is None or ri >= len(self.match_masks) or self.match_masks[ri] is not None:
+                continue
+            table = ready_table(loaded.tables, ri)
+            if table is not None:
+                self.match_masks[ri] = emask[table.event]
+                changed = True
+        if changed or not any(m is not None for m in self.match_masks):
+            self.item.set_match_masks(self.match_masks)
 
     @property
     def match_count(self) -> int:

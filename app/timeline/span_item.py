@@ -24,6 +24,7 @@ from app.timeline.extent_item import ExtentItem
 from app.timeline.frame import Frame, build_frame, paint_frame
 from app.timeline.lane_layout import LaneLayout
 from app.timeline.layer import IterationMark, Layer, LayerStyle
+from app.timeline.row_tables import tables_end_ms
 
 __all__ = [
     "IterationMark",
@@ -40,6 +41,9 @@ class TimelineItem(ExtentItem):
     """All rows of the timeline in one item (see module docstring)."""
 
     sigPainted = Signal(float)  # seconds the paint took
+    # [(layer, rank index)] whose row tables the frame needed (in view) or will soon (a screen
+    # away) and that are not built yet; emitted once per built frame
+    sigTablesMissing = Signal(object)
 
     def __init__(self, theme: Theme = LIGHT) -> None:
         super().__init__(theme)
@@ -52,6 +56,7 @@ class TimelineItem(ExtentItem):
         self._version = 0
         self.last_paint_s = 0.0
         self.last_span_count = 0
+        self.last_missing = 0
         self._font = QFont()
         self._font.setPointSizeF(8.0)
         self._bold = QFont(self._font)
@@ -66,11 +71,7 @@ class TimelineItem(ExtentItem):
         self.layout = layout
         self.iterations = iterations
         self.match_masks = [None] * len(layout.ranks)
-        x1 = 0.0
-        for layer in layers:
-            for t in layer.tables:
-                if len(t):
-                    x1 = max(x1, float(t.end.max()))
+        x1 = max((tables_end_ms(layer.tables) for layer in layers), default=0.0)
         self._extent = QRectF(0.0, 0.0, max(x1, 1e-3), max(len(layout), 1))
         self.invalidate()
 
@@ -131,6 +132,8 @@ class TimelineItem(ExtentItem):
                 tr.dy(),
             )
             self._key = key
+            if self._frame.missing:
+                self.sigTablesMissing.emit(self._frame.missing)
         p.save()
         p.resetTransform()
         p.setRenderHint(QPainter.RenderHint.Antialiasing, False)
@@ -138,6 +141,7 @@ class TimelineItem(ExtentItem):
         p.restore()
         self.last_paint_s = time.perf_counter() - t0
         self.last_span_count = self._frame.n_spans
+        self.last_missing = self._frame.n_missing_in_view  # rows in view drawn empty, tables pending
         self.sigPainted.emit(self.last_paint_s)
 
 

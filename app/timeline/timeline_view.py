@@ -23,7 +23,7 @@ handles rows (collapse, expand) and the theme.
 from __future__ import annotations
 
 import pyqtgraph as pg
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QHBoxLayout, QScrollBar, QVBoxLayout, QWidget
 
@@ -45,6 +45,7 @@ from app.timeline.overlay_data import measured_marks
 from app.timeline.overview import OverviewStrip
 from app.timeline.prediction_layers import GHOST_COLOR, OVERLAY_MODES, PredictionLayers
 from app.timeline.rank_grouping import GroupingBar, RankGrouping, default_grouping
+from app.timeline.row_table_loader import RowTableLoader
 from app.timeline.search import TimelineSearch
 from app.timeline.selection import TimelineSelection
 from app.timeline.span_item import OverlayItem, TimelineItem
@@ -131,6 +132,15 @@ class TimelineView(
         self.wire_pointer()
         self.label_axis.sigRowClicked.connect(self.toggle_row)
         self.item.sigPainted.connect(self._on_painted)
+        # lanes whose row tables are not built yet are built on a worker, then repainted
+        self.row_loader = RowTableLoader(self)
+        self._missing: list[tuple[int, int]] = []
+        self._ask_timer = QTimer(self)
+        self._ask_timer.setSingleShot(True)
+        self._ask_timer.setInterval(0)  # after the paint that found them, never inside it
+        self._ask_timer.timeout.connect(self._ask_for_tables)
+        self.item.sigTablesMissing.connect(self._on_tables_missing)
+        self.row_loader.built.connect(self._on_tables_built)
         self.view_box.sigResized.connect(self._follow_overview)
         self.overview.rank_clicked.connect(self.jump_to_rank)
         self.wire_grouping()
@@ -138,6 +148,8 @@ class TimelineView(
 
     # ------------------------------------------------------------------ data
     def set_job(self, loaded: LoadedJob | None) -> None:
+        self.row_loader.forget()
+        self._missing = []
         self.loaded = loaded
         self.prediction = None
         self.selected = None
@@ -187,6 +199,28 @@ class TimelineView(
         if loaded is not self.loaded or self.layout_model is None:
             return
         self.stall_item.set_data(self.layout_model, stalls_of(loaded), self.item.data_extent())
+
+    def shutdown(self, timeout_ms: int = 60_000) -> None:
+        """Stop and wait for the worker that builds row tables (before the view goes away)."""
+        self._ask_timer.stop()
+        self.row_loader.shutdown(timeout_ms)
+
+    # ------------------------------------------------------------------ row tables
+    @property
+    def tables_pending(self) -> bool:
+        """Row tables were asked for and are not all built yet."""
+        return self._ask_timer.isActive() or self.row_loader.busy
+
+    def _on_tables_missing(self, missing: list[tuple[int, int]]) -> None:
+        self._missing = missing
+        self._ask_timer.start()
+
+    def _ask_for_tables(self) -> None:
+        self.row_loader.request([layer.tables for layer in self.item.layers], self._missing)
+
+    def _on_tables_built(self) -> None:
+        self.fill_match_masks()  # the search highlights the newly built lanes too
+        self.item.invalidate()
 
     # ------------------------------------------------------------------ rows
     def toggle_row(self, row_index: int) -> None:
