@@ -28,6 +28,7 @@ from app.demo_source import DEMO_UNAVAILABLE, demo_generator
 from app.jobs import BackgroundTask
 from app.loaded_job import JobSummaries, LoadedJob, prepare_lanes, summarise_job
 from app.panels.summary_panes import SummaryPanes
+from app.timeline.timeline_view import TimelineView
 from app.window_chrome import Banner
 from lumos_core.trace.loader import TRACE_SUFFIXES
 
@@ -185,7 +186,7 @@ class JobOpening:
         self.status_label.setText("Loading failed.")
 
     def stop_loads(self, timeout_ms: int) -> None:
-        """Cancel and wait for every load."""
+        """Cancel and wait for every load, and for the timelines' row-table workers."""
         self._awaiting_summary = None
         self._summary_timer.stop()
         for task in list(self._tasks.values()):
@@ -193,6 +194,8 @@ class JobOpening:
         for serial, task in list(self._tasks.items()):
             task.wait(timeout_ms)
             self._tasks.pop(serial, None)
+        for view in self.findChildren(TimelineView):  # type: ignore[attr-defined]
+            view.shutdown(timeout_ms)
 
     def remove_drop_folders(self) -> None:
         """Remove the folders made for dropped files (their links only; the traces stay)."""

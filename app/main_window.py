@@ -343,8 +343,6 @@ class MainWindow(JobOpening, WindowMenus, QMainWindow):
         """Cancel and wait for every background task (call before the window goes away)."""
         self.workbench.shutdown()
         self.stop_loads(timeout_ms)
-        for view in self.findChildren(TimelineView):  # the lanes' row-table workers
-            view.shutdown(timeout_ms)
         QApplication.processEvents()
         self.remove_drop_folders()
 

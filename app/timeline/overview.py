@@ -17,6 +17,7 @@ from PySide6.QtCore import QRectF, Qt, QTimer, Signal
 from PySide6.QtGui import QColor, QImage, QMouseEvent, QPainter, QPaintEvent, QPen
 from PySide6.QtWidgets import QWidget
 
+from app.jobs import BackgroundTask
 from app.theme import Theme
 from app.timeline.lane_data import RowTable
 from app.timeline.overview_data import (
@@ -24,6 +25,7 @@ from app.timeline.overview_data import (
     COMMUNICATION,
     COMPUTE,
     IDLE,
+    JobActivity,
     RankActivity,
     activity_classes,
     activity_index,
@@ -33,7 +35,9 @@ from lumos_core.trace.model import RankTrace
 MAX_HEIGHT_PX = 160  # taller jobs are scaled down: the image still has one row per rank
 MAX_ROW_PX = 6  # small jobs get thicker rows
 MIN_HEIGHT_PX = 40  # room for the margin text
-MAX_COLUMNS = 1024  # binning cost grows with columns: ~0.1 s per 1000 columns at 512 ranks here
+MAX_COLUMNS = 1024  # binning cost grows with columns: ~50 CPU ms per 1000 columns at 512 ranks here
+# strips with more cells than this (ranks x columns) are binned on a worker when the view moves
+WORKER_CELLS = 100_000
 STRAGGLER_COLOR = "#DC2626"
 
 
@@ -47,7 +51,7 @@ class OverviewStrip(QWidget):
         self.theme = theme
         self.ranks: list[RankTrace] = []
         self.tables: list[RowTable] = []
-        self.index: list[RankActivity] = []
+        self.index: JobActivity = JobActivity([])
         self.classes = np.zeros((0, 0), np.int8)
         self.flagged: dict[int, str] = {}  # rank index -> why
         self.in_view: tuple[int, int] = (0, 0)  # first and last rank index shown in the lanes
@@ -59,16 +63,26 @@ class OverviewStrip(QWidget):
         self._timer = QTimer(self)
         self._timer.setSingleShot(True)
         self._timer.setInterval(15)  # coalesce the range changes of one drag or wheel
-        self._timer.timeout.connect(self.rebuild)
+        self._timer.timeout.connect(self.rebuild_soon)
+        self._task: BackgroundTask | None = None  # the worker binning a big job's strip
+        self._again = False  # the view moved while it ran: bin once more when it is done
+        self._job = 0  # counts set_job calls: a worker's strip of another job is dropped
+        self._closed = False
         self.setMouseTracking(True)
         self.setVisible(False)
 
     # ---- data
     def set_job(
-        self, ranks: list[RankTrace], tables: list[RowTable], index: list[RankActivity] | None = None
+        self,
+        ranks: list[RankTrace],
+        tables: list[RowTable],
+        index: list[RankActivity] | JobActivity | None = None,
     ) -> None:
+        self._job += 1
         self.ranks, self.tables = ranks, tables
-        self.index = index if index is not None else activity_index(ranks, tables)
+        if not isinstance(index, JobActivity):  # every rank binned at once (see JobActivity)
+            index = JobActivity(index if index is not None else activity_index(ranks, tables))
+        self.index = index
         self.flagged = {}
         self.classes = np.zeros((len(ranks), 0), np.int8)
         self._image = None
@@ -89,7 +103,7 @@ class OverviewStrip(QWidget):
         self._timer.start()
 
     def rebuild(self) -> None:
-        """Bin every rank's GPU activity into the strip's pixel columns (a few ms at 256 ranks)."""
+        """Bin every rank's GPU activity into the strip's pixel columns, now, on this thread."""
         width = min(int(self.plot_width), MAX_COLUMNS)  # wider plots scale the image up
         if not self.ranks or width <= 0:
             return
@@ -98,6 +112,61 @@ class OverviewStrip(QWidget):
         self._image = self._to_image(self.classes)
         self.last_build_s = time.perf_counter() - t0
         self.update()
+
+    def rebuild_soon(self) -> None:
+        """The view moved: bin again, on a worker for a big strip (tens of ms at 512 ranks), else
+        now. While a worker bins, newer moves wait for it and then bin once more, for the latest
+        range; the strip meanwhile shows the last one binned."""
+        width = min(int(self.plot_width), MAX_COLUMNS)
+        if len(self.ranks) * width < WORKER_CELLS:
+            self.rebuild()
+            return
+        if self._closed or not self.ranks or width <= 0:
+            return
+        if self._task is not None:
+            self._again = True
+            return
+        ranks, tables, index, (x0, x1) = self.ranks, self.tables, self.index, self.x_range
+
+        def work(_progress, _on_file):  # type: ignore[no-untyped-def]
+            t0 = time.perf_counter()
+            classes = activity_classes(ranks, tables, x0, x1, width, index)
+            return classes, time.perf_counter() - t0
+
+        task = BackgroundTask(work, self._job)
+        task.succeeded.connect(self._binned)
+        task.finished.connect(self._bin_done)
+        self._task = task
+        task.start()
+
+    def _binned(self, job: int, result: tuple[np.ndarray, float]) -> None:
+        if job != self._job:
+            return  # another job's strip
+        self.classes, self.last_build_s = result
+        self._image = self._to_image(self.classes)
+        self.update()
+
+    def _bin_done(self, _job: int) -> None:
+        if self._task is not None:
+            self._task.wait()
+        self._task = None
+        if self._again:
+            self._again = False
+            self.rebuild_soon()
+
+    @property
+    def binning(self) -> bool:
+        """A worker is binning the strip (or will again)."""
+        return self._task is not None or self._again or self._timer.isActive()
+
+    def shutdown(self, timeout_ms: int = 60_000) -> None:
+        """Wait for the binning worker (before the strip goes away); nothing starts after it."""
+        self._closed = True
+        self._timer.stop()
+        self._again = False
+        if self._task is not None:
+            self._task.wait(timeout_ms)
+            self._task = None
 
     def class_colors(self) -> np.ndarray:
         """RGBA per class (IDLE, COMPUTE, COMMUNICATION): the families' colours, idle as the grid."""

@@ -204,6 +204,7 @@ class TimelineView(
         """Stop and wait for the worker that builds row tables (before the view goes away)."""
         self._ask_timer.stop()
         self.row_loader.shutdown(timeout_ms)
+        self.overview.shutdown(timeout_ms)
 
     # ------------------------------------------------------------------ row tables
     @property
