@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import mmap
 import os
+import platform
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -159,8 +161,65 @@ def test_columns_are_views_of_the_entry_mapped_copy_on_write(trace: Path, own_ca
     rank = cache.load(trace)
     assert rank is not None
     assert _file_backed(rank.start) and _file_backed(rank.args_data) and _file_backed(rank.collectives.event)
-    rank.shift(12_345)  # in place, as putting ranks on one time base does
+    rank.start[:] += 12_345  # an in-place edit (shift itself makes new arrays)
     rank.args_of_many(np.arange(len(rank)))  # gives the args' pages back: never the shifted ones
     assert entry.read_bytes() == before, "an edit of a mapped column must never reach the cache"
     again = cache.load(trace)
     assert again is not None and np.array_equal(again.start + 12_345, rank.start)
+
+
+def _resident_bytes_of(path: Path) -> int:
+    """Resident bytes of this process's mappings of ``path`` (Linux /proc/self/smaps)."""
+    total, inside = 0, False
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        head = line.split()
+        if head and "-" in head[0] and len(head) >= 5 and ":" in head[3]:  # a mapping's first line
+            inside = line.rstrip().endswith(str(path))
+        elif inside and line.startswith("Rss:"):
+            total += int(head[1]) * 1024
+    return total
+
+
+def test_released_pages_come_back_unchanged_and_edits_survive(trace: Path, own_cache: Path) -> None:
+    _load(trace)
+    rank = cache.load(trace)
+    assert rank is not None
+    rank.dur[0] += 7  # a copy-on-write edit of a mapped column: paging out must never lose it
+    want = {k: np.array(getattr(rank, k)) for k in ("kind", "name", "start", "dur", "lane", "args_data")}
+    rank.release_pages()
+    for k, v in want.items():
+        assert np.array_equal(getattr(rank, k), v), k
+    rank.shift(5)  # new arrays: the mapping stays as the file has it
+    assert not _file_backed(rank.start) and _file_backed(rank.dur)
+    assert np.array_equal(rank.start, want["start"] + 5)
+
+
+def _kernel_pages_out() -> bool:
+    """Linux 5.4 or later (MADV_PAGEOUT); resident pages are read from its /proc."""
+    if not Path("/proc/self/smaps").exists():
+        return False
+    parts = [int(p) for p in re.findall(r"\d+", platform.release())[:2]]
+    return len(parts) == 2 and tuple(parts) >= (5, 4)
+
+
+@pytest.mark.skipif(not _kernel_pages_out(), reason="paging out on request needs Linux 5.4+")
+def test_released_pages_leave_the_resident_set(tmp_path: Path, own_cache: Path) -> None:
+    b = TraceBuilder(rank=0, world=1)
+    b.step(1, 1000, 400_000)
+    for k in range(20_000):  # a few MB of columns: many pages to hand back
+        b.launch(f"gemm_{k % 5}", 1010 + 20 * k, 3, 1020 + 20 * k, 6, stream=7)
+    folder = tmp_path / "big"
+    folder.mkdir()
+    f = b.write(folder / "rank0.json")
+    _load(f)
+    rank = cache.load(f)
+    assert rank is not None
+    entry = cache.entry_path(f)
+    total = sum(int(np.asarray(getattr(rank, k)).sum()) for k in ("kind", "name", "start", "dur", "lane"))
+    resident = _resident_bytes_of(entry)
+    assert resident > 1 << 20, "reading the columns should have paged them in"
+    rank.release_pages()
+    assert _resident_bytes_of(entry) < resident / 4
+    assert total == sum(
+        int(np.asarray(getattr(rank, k)).sum()) for k in ("kind", "name", "start", "dur", "lane")
+    )

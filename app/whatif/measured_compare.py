@@ -162,7 +162,7 @@ class MeasuredCompare(QObject):
         )
         delta = want - self.shift_ns
         for t in self.job_b.ranks:
-            t.shift(delta)  # B is ours alone: moved in place
+            t.shift(delta)  # B is ours alone: moved (its row tables are rebuilt below)
         self.shift_ns = want
         ranks = list(self.job_b.ranks)
         families = [event_families(t) for t in ranks]

@@ -227,8 +227,12 @@ def replay(
     sim_seconds = time.perf_counter() - t1
     del dur
     progress(0.8, "building the predicted timeline")
-    timeline = [predicted_rank(graph, t, start, end) for t in job.ranks]
-    compared = [_compare(t, p) for t, p in zip(job.ranks, timeline)]
+    timeline: list[RankTrace] = []
+    compared: list[_Compared] = []
+    for t in job.ranks:
+        timeline.append(predicted_rank(graph, t, start, end))
+        compared.append(_compare(t, timeline[-1]))
+        t.release_pages()  # read again from the cache if used: see build_graph
     ranks = [c.result for c in compared]
     if critical_paths:
         _add_critical_paths(graph, start, end, [(c.result, c.replayed) for c in compared])

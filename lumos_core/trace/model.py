@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from lumos_core.os_memory import drop_pages
+from lumos_core.os_memory import drop_pages, mapping_of, page_out
 from lumos_core.trace.memory import MemoryRecords
 
 # More ranks than any job has: rank numbers and world sizes beyond it are corrupt metadata (ranks
@@ -383,10 +383,12 @@ class RankTrace:
         """Move every timestamp of this rank by ``delta_ns`` (used to put ranks on one time base)."""
         if delta_ns == 0:
             return
-        self.start += delta_ns
-        self.flow_ts += delta_ns
-        self.instant_ts += delta_ns
-        self.memory.ts += delta_ns
+        # New arrays, not ``+=``: the columns may be views of the cache file's copy-on-write mapping,
+        # and writing them would turn its pages into private memory that release_pages cannot drop.
+        self.start = self.start + delta_ns
+        self.flow_ts = self.flow_ts + delta_ns
+        self.instant_ts = self.instant_ts + delta_ns
+        self.memory.ts = self.memory.ts + delta_ns
         for it in self.iterations:
             it.cpu_start += delta_ns
             it.cpu_end += delta_ns
@@ -394,6 +396,14 @@ class RankTrace:
                 it.gpu_start += delta_ns
                 it.gpu_end += delta_ns
         self.raw_shift_ns -= delta_ns
+
+    def release_pages(self) -> None:
+        """Hand the resident pages of the columns mapped from the cache back to the operating
+        system. Nothing changes: a column read again is paged in from the cache file. Call it when
+        done with a rank's columns for a while (the graph keeps copies of what it needs); a no-op
+        for a rank parsed in memory."""
+        for column in (self.kind, self.args_data):  # the columns' mapping and the args' own
+            page_out(mapping_of(column))
 
     @property
     def span(self) -> tuple[int, int]:
