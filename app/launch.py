@@ -142,6 +142,7 @@ def run_app(args: list[str]) -> int:
         window.resize(*_parse_size(ns.size))
 
         def save_and_quit() -> None:
+            window.timeline.wait_drawn()  # lanes built on a worker when first shown
             window.repaint()
             QApplication.processEvents()
             out = Path(ns.screenshot)

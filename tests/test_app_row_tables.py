@@ -41,15 +41,9 @@ def win(qapp, folder):  # type: ignore[no-untyped-def]
     close_window(w)
 
 
-def wait_lanes(view, timeout_s: float = 30.0) -> None:  # type: ignore[no-untyped-def]
+def wait_lanes(view) -> None:  # type: ignore[no-untyped-def]
     """Paint until no row in view waits for its table (the worker builds what the paint asks)."""
-    end = time.monotonic() + timeout_s
-    view.canvas.grab()
-    while view.item.last_missing and time.monotonic() < end:
-        QApplication.processEvents()
-        if not view.tables_pending:
-            view.canvas.grab()
-        time.sleep(0.002)
+    assert view.wait_drawn(30.0)
     assert view.item.last_missing == 0
 
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from app.loaded_job import LoadedJob
-from app.timeline.lane_data import RowTable, build_row_table, drawable_events
+from app.timeline.lane_data import RowTable, drawable_events
 from app.timeline.layer import IterationMark
 from app.timeline.row_tables import RowTables
 from lumos_core.replay.breakdown import iteration_windows
@@ -214,7 +214,7 @@ def match_text(overlay: PredictedOverlay) -> str:
 def _separate(timeline: list[RankTrace], summary: ScenarioSummary) -> PredictedOverlay:
     ranks = sorted(timeline, key=lambda p: p.rank)
     families = [event_families(p) for p in ranks]
-    tables = [build_row_table(p, f) for p, f in zip(ranks, families)]
+    tables = RowTables(ranks, families)  # built when shown, like the measured ones
     labels = [f"{stands_for_text(p.rank, summary.stands_for(p.rank))} · predicted" for p in ranks]
     return PredictedOverlay(
         ranks,

@@ -22,10 +22,12 @@ handles rows (collapse, expand) and the theme.
 
 from __future__ import annotations
 
+import time
+
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QColor
-from PySide6.QtWidgets import QHBoxLayout, QScrollBar, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QApplication, QHBoxLayout, QScrollBar, QVBoxLayout, QWidget
 
 from app.loaded_job import LoadedJob
 from app.theme import LIGHT, Theme
@@ -211,6 +213,21 @@ class TimelineView(
     def tables_pending(self) -> bool:
         """Row tables were asked for and are not all built yet."""
         return self._ask_timer.isActive() or self.row_loader.busy
+
+    def wait_drawn(self, timeout_s: float = 30.0) -> bool:
+        """Process events until every row in view is drawn with its table and the overview is
+        binned (for offscreen grabs: screenshots, tests); False if that took over ``timeout_s``."""
+        end = time.monotonic() + timeout_s
+        self.canvas.grab()  # a paint reports the tables it lacks
+        while time.monotonic() < end:
+            QApplication.processEvents()
+            if self.tables_pending or self.overview.binning:
+                time.sleep(0.005)
+                continue
+            self.canvas.grab()
+            if not self.item.last_missing and not self.tables_pending:
+                return True
+        return False
 
     def _on_tables_missing(self, missing: list[tuple[int, int]]) -> None:
         self._missing = missing
