@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from app.timeline.overview_data import JobActivity, job_activity
+from app.timeline.overview_data import RankActivity, job_activity
 from app.timeline.row_tables import RowTables, row_shape
 from lumos_core.errors import LumosError
 from lumos_core.graph.build import build_graph
@@ -66,7 +66,7 @@ class LoadedJob:
     idle_error: str = ""  # why there is none
     graph: ExecutionGraph | None = None  # the execution graph built for it (reused by the what-ifs)
     stragglers: StragglerReport | None = None  # ranks late at their collectives or iterations
-    activity: JobActivity | None = None  # per rank: GPU busy time by class (the overview strip)
+    activity: list[RankActivity] | None = None  # per rank: GPU busy time by class (the overview strip)
     operators: list[OperatorStat] | None = None  # CPU operators of all ranks, by host self time
     windows: list[list[Window]] | None = None  # per rank: its iterations' windows (timeline marks)
     summarised: bool = False  # the summaries of :func:`summarise_job` are in (else only the lanes)

@@ -234,24 +234,6 @@ def test_a_job_without_gpu_streams_has_no_overview(qapp, tmp_path) -> None:  # t
         close_window(w)
 
 
-def test_the_stacked_index_bins_every_rank_like_each_ranks_own(win) -> None:  # type: ignore[no-untyped-def]
-    """The job's index searches all ranks at once (mapped values); each rank's own index searches
-    its arrays: the same classes, and busy times equal to rounding."""
-    from app.timeline.overview_data import JobActivity, RankActivity
-
-    lj = win.loaded
-    assert isinstance(lj.activity, JobActivity)
-    ranks = lj.job.ranks
-    own = [RankActivity(r, t) for r, t in zip(ranks, lj.tables)]
-    for x0, x1, width in ((0.0, 2.0, 300), (-1.0, 10.0, 977), (0.37, 0.41, 64)):
-        stacked = activity_classes(ranks, lj.tables, x0, x1, width, lj.activity)
-        assert np.array_equal(stacked, activity_classes(ranks, lj.tables, x0, x1, width, own))
-        edges = np.linspace(x0, x1, width + 1)
-        busy = lj.activity.busy(edges)
-        for i, act in enumerate(own):
-            assert busy[:, i] == pytest.approx(act.busy(edges), abs=1e-9)
-
-
 def test_a_big_strip_is_binned_on_a_worker(win, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     import time
 
