@@ -113,6 +113,57 @@ def report_load_problems(job: Any, out: Any = None) -> None:
             print(f"lumos: warning: {job.path}: {w}", file=out)
 
 
+class StageTimer:
+    """Wall and CPU seconds of a command's stages, from its first stage (started when the timer is
+    made) to its report: what ``--timings`` prints. The interpreter's start-up and imports come
+    before the first stage and the process exit after the last; the CPU seconds spent before the
+    first stage and the clock times of both ends let a caller who started the process (e.g.
+    ``bench/bench_scale.py``) split its whole run into start-up, pipeline and exit."""
+
+    def __init__(self) -> None:
+        self.first_stage_at = time.time()
+        self.cpu_before = time.process_time()
+        self._wall = self._start_wall = time.perf_counter()
+        self._cpu = self.cpu_before
+        self.stages: dict[str, dict[str, float]] = {}
+
+    def lap(self, name: str) -> None:
+        """End stage ``name`` (it began where the previous one ended)."""
+        wall, cpu = time.perf_counter(), time.process_time()
+        self.stages[name] = {"wall_s": round(wall - self._wall, 4), "cpu_s": round(cpu - self._cpu, 4)}
+        self._wall, self._cpu = wall, cpu
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "stages": self.stages,
+            "pipeline": {
+                "wall_s": round(self._wall - self._start_wall, 4),
+                "cpu_s": round(self._cpu - self.cpu_before, 4),
+            },
+            "process_cpu_s_before_first_stage": round(self.cpu_before, 4),
+            "first_stage_unix_time": self.first_stage_at,
+            "last_stage_end_unix_time": self.first_stage_at + (self._wall - self._start_wall),
+        }
+
+    def summary(self) -> str:
+        """One line: each stage's wall seconds, then the pipeline's wall and CPU seconds."""
+        parts = ", ".join(f"{name} {t['wall_s']:.2f}" for name, t in self.stages.items())
+        total = self.as_dict()["pipeline"]
+        return (
+            f"timings (wall s): {parts}; pipeline {total['wall_s']:.2f} s wall, {total['cpu_s']:.2f} s CPU "
+            f"(start-up before it: {self.cpu_before:.2f} CPU s)"
+        )
+
+
+def add_timings_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--timings",
+        action="store_true",
+        help="also print each stage's wall and CPU seconds (load, graph, replay, ...; in --json: "
+        "a 'timings' object)",
+    )
+
+
 def add_profile_argument(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--profile",

@@ -4,17 +4,27 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
 import orjson
 
-from lumos_core.commands.common import SYNTHETIC_NOTE, add_load_arguments, load_from_args, terminal_progress
+from lumos_core.commands.common import (
+    SYNTHETIC_NOTE,
+    StageTimer,
+    add_load_arguments,
+    add_timings_argument,
+    load_from_args,
+    terminal_progress,
+)
 from lumos_core.errors import ConfigError
 from lumos_core.graph.build import build_graph
 from lumos_core.progress import scaled
-from lumos_core.replay.evaluate import HoldoutReport, evaluate_holdout, unavailable
-from lumos_core.replay.idle import CAUSES, IdleReport, idle_attribution
 from lumos_core.replay.run import ReplayResult, parse_scale, replay
 from lumos_core.trace.loader import load_job
+
+if TYPE_CHECKING:  # the hold-out and the idle attribution are imported when asked for
+    from lumos_core.replay.evaluate import HoldoutReport
+    from lumos_core.replay.idle import IdleReport
 
 DESCRIPTION = """Build the execution graph of every rank (CPU->CPU, CPU->GPU launch, GPU->CPU sync,
 GPU->GPU stream and event dependencies, collectives across ranks), replay it, and compare the
@@ -69,15 +79,21 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="hold-out: the CPU work between a thread's calls is the held-out iteration's own "
         "(measured, default) or learned from the other iterations like every lag (learned)",
     )
+    add_timings_argument(p)
 
 
 def run(args: argparse.Namespace) -> int:
     scale = parse_scale(args.scale)
+    timer = StageTimer()
     job = load_from_args(args, load_job)
+    timer.lap("load")
     progress = terminal_progress(not args.quiet)
     graph = build_graph(job, progress=scaled(progress, 0.0, 0.5), absorb_unexplained=args.keep_stalls)
+    timer.lap("graph")
     result = replay(job, scale=scale, progress=scaled(progress, 0.5, 1.0), graph=graph)
+    timer.lap("replay")
     holdout = _holdout(result, args.holdout, args.holdout_cpu)
+    timer.lap("holdout")
     if args.iteration is not None:
         _keep_iteration(result, args.iteration)
     if args.json:
@@ -87,8 +103,15 @@ def run(args: argparse.Namespace) -> int:
         d["stalls_kept"] = args.keep_stalls
         d["synthetic"] = job.is_synthetic
         if args.idle:
+            from lumos_core.replay.idle import idle_attribution
+
             d.update(idle_attribution(result.graph).as_dict())
-        sys.stdout.write(orjson.dumps(d, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode())
+        text = orjson.dumps(d, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS)
+        timer.lap("report")
+        if args.timings:  # encoded again with them (a few ms, after the last stage)
+            d["timings"] = timer.as_dict()
+            text = orjson.dumps(d, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS)
+        sys.stdout.write(text.decode())
         sys.stdout.write("\n")
     else:
         print(format_replay(result))
@@ -98,11 +121,18 @@ def run(args: argparse.Namespace) -> int:
         if job.is_synthetic:
             print(SYNTHETIC_NOTE)
         if args.idle:
+            from lumos_core.replay.idle import idle_attribution
+
             print(format_idle(idle_attribution(result.graph)))
+        timer.lap("report")
+        if args.timings:
+            print(timer.summary())
     return 0
 
 
 def _holdout(result: ReplayResult, wanted: bool | None, cpu_work: str = "measured") -> HoldoutReport:
+    from lumos_core.replay.evaluate import evaluate_holdout, unavailable
+
     if wanted is False:
         return unavailable("not computed (--no-holdout)")
     if wanted is None and result.graph.n_tasks > HOLDOUT_DEFAULT_LIMIT:
@@ -211,6 +241,8 @@ def format_replay(result: ReplayResult) -> str:
 
 def format_idle(report: IdleReport) -> str:
     """The idle table: per rank, GPU stream and iteration, idle time by cause (ms)."""
+    from lumos_core.replay.idle import CAUSES
+
     lines = ["", "GPU idle time by cause (ms; the causes add up to the stream's measured idle time)"]
     lines.append(
         f"{'rank':>4} {'stream':>6} {'iteration':<18} {'idle':>8} " + " ".join(f"{c:>11}" for c in CAUSES)
