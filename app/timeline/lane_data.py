@@ -144,16 +144,32 @@ class RowTable:
         return n
 
 
+def _kind_table(gpu_only: bool) -> np.ndarray:
+    """Drawn or not, by ``256 * on_gpu_lane + kind`` (kinds as unsigned bytes)."""
+    table = np.zeros(512, bool)
+    if not gpu_only:
+        table[CPU_DRAWN.view(np.uint8).astype(np.intp)] = True
+    table[256 + GPU_DRAWN.view(np.uint8).astype(np.intp)] = True
+    return table
+
+
+_DRAWN = (_kind_table(False), _kind_table(True))
+
+
 def drawable_events(rank: RankTrace, gpu_only: bool = False) -> np.ndarray:
     """Indices of the events of ``rank`` the timeline draws (GPU activities on GPU lanes, CPU
     events on CPU lanes; with ``gpu_only`` the former alone), in event order."""
-    if len(rank.kind) == 0:
+    kind = rank.kind
+    if len(kind) == 0:
         return np.zeros(0, np.int64)
     is_gpu_lane = np.fromiter((ln.is_gpu for ln in rank.lanes), bool, len(rank.lanes))
-    on_gpu = is_gpu_lane[rank.lane] if len(is_gpu_lane) else np.zeros(len(rank.kind), bool)
+    on_gpu = is_gpu_lane[rank.lane] if len(is_gpu_lane) else np.zeros(len(kind), bool)
+    if kind.dtype.itemsize == 1:  # one lookup instead of an isin per kind set (2-3x faster)
+        code = on_gpu.view(np.uint8).astype(np.intp) * 256 + kind.view(np.uint8)
+        return np.flatnonzero(_DRAWN[gpu_only][code])
     if gpu_only:
-        return np.flatnonzero(on_gpu & np.isin(rank.kind, GPU_DRAWN))
-    keep = np.where(on_gpu, np.isin(rank.kind, GPU_DRAWN), np.isin(rank.kind, CPU_DRAWN))
+        return np.flatnonzero(on_gpu & np.isin(kind, GPU_DRAWN))
+    keep = np.where(on_gpu, np.isin(kind, GPU_DRAWN), np.isin(kind, CPU_DRAWN))
     return np.flatnonzero(keep)
 
 
