@@ -9,12 +9,12 @@ killed if it grows past it anyway.
 
 Every run is a separate ``python -m lumos_core`` process (peak RSS from ``wait4``, so it is that
 command's own), with its own cache folder, and the project's bytecode cached (as an installed
-package has it, even where the shell sets ``PYTHONDONTWRITEBYTECODE``). The cached replay's whole-command figures (process
-start to exit) are followed by the same run split by its own stage timers (``--timings``, where the
-code has it): the in-process pipeline from the cached load to the report, with its tasks/s, and the
-start-up (interpreter, imports) and exit around it. The synthetic jobs are written once into the temp
-directory and reused (``lumos synth`` is deterministic); they are SYNTHETIC (our own cost models):
-they measure speed and memory, never accuracy.
+package has it, even where the shell sets ``PYTHONDONTWRITEBYTECODE``). The cached replay's
+whole-command figures (process start to exit) are followed by the same run split by its own stage
+timers (``--timings``, where the code has it): the in-process pipeline from the cached load to the
+report, with its tasks/s, and the start-up (interpreter, imports) and exit around it. The synthetic
+jobs are written once into the temp directory and reused (``lumos synth`` is deterministic); they are
+SYNTHETIC (our own cost models): they measure speed and memory, never accuracy.
 
 Targets: end to end >= 1 M tasks/s on 2 cores and <= 250 B/task; the 512-rank 175B job <= 60 s and
 <= 8 GB; ``estimate --dp 16`` on it <= 30 s.
@@ -226,13 +226,16 @@ def in_process(run: Run, n: int) -> str:
     start_wall = t["first_stage_unix_time"] - run.started_at
     exit_wall = run.ended_at - t["last_stage_end_unix_time"]
     exit_cpu = run.cpu - t["process_cpu_s_before_first_stage"] - pipe["cpu_s"]
+    start_cpu = t["process_cpu_s_before_first_stage"]
     stages = ", ".join(f"{k} {v['wall_s']:.2f}" for k, v in t["stages"].items())
+    rate_wall = n / max(pipe["wall_s"], 1e-9) / 1e6
+    rate_cpu = n / max(pipe["cpu_s"], 1e-9) / 1e6
     return (
         f"\n{'':15}in-process pipeline (cached load -> graph -> simulate -> critical paths -> breakdowns "
         f"-> report), same run: {pipe['wall_s']:.2f} s wall, {pipe['cpu_s']:.2f} CPU s = "
-        f"{n / max(pipe['wall_s'], 1e-9) / 1e6:.2f} M tasks/s wall, {n / max(pipe['cpu_s'], 1e-9) / 1e6:.2f} by CPU"
-        f"\n{'':15}outside it: start-up {start_wall:.2f} s wall ({t['process_cpu_s_before_first_stage']:.2f} "
-        f"CPU s: interpreter, imports), exit {exit_wall:.2f} s wall ({exit_cpu:.2f} CPU s); stages (wall s): {stages}"
+        f"{rate_wall:.2f} M tasks/s wall, {rate_cpu:.2f} by CPU"
+        f"\n{'':15}outside it: start-up {start_wall:.2f} s wall ({start_cpu:.2f} CPU s: interpreter, "
+        f"imports), exit {exit_wall:.2f} s wall ({exit_cpu:.2f} CPU s); stages (wall s): {stages}"
     )
 
 
