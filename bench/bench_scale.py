@@ -139,11 +139,13 @@ def run_cli(code: Path, args: list[str], cache: Path, max_bytes: int, timeout: f
     reader.start()
     err = p.stderr.read()  # type: ignore[union-attr]
     _, status, usage = os.wait4(p.pid, 0)
+    # the end, before joining the watchdog: it may sleep up to 0.2 s more before it notices
+    wall, ended_at = time.perf_counter() - t0, time.time()
     p.returncode = os.waitstatus_to_exitcode(status)
     reader.join()
     w.join()
-    run = Run(wall=time.perf_counter() - t0, cpu=usage.ru_utime + usage.ru_stime, rss=usage.ru_maxrss * 1024)
-    run.started_at, run.ended_at = started_at, time.time()
+    run = Run(wall=wall, cpu=usage.ru_utime + usage.ru_stime, rss=usage.ru_maxrss * 1024)
+    run.started_at, run.ended_at = started_at, ended_at
     if killed:
         run.error = killed[0]
     elif p.returncode != 0:
