@@ -209,12 +209,42 @@ def pan_strip(app, w, steps: int = 8) -> None:  # type: ignore[no-untyped-def]
     )
 
 
+def baseline_overlay(app, w, stages: StageTimers, cpu0: float) -> None:  # type: ignore[no-untyped-def]
+    """Wait for the baseline replay the window starts with a job and for its overlay: RSS then (the
+    predicted ranks' drawing tables included), the overlay's build time, process CPU since the open."""
+    t = time.perf_counter()
+    end = time.monotonic() + 600
+    while w.workbench.runner.busy and time.monotonic() < end:
+        app.processEvents()
+        time.sleep(0.005)
+    if hasattr(w.timeline, "wait_drawn"):
+        w.timeline.wait_drawn()
+    else:
+        w.grab()
+    shown = w.workbench.shown
+    tables = shown.overlay.tables if shown is not None and shown.overlay is not None else []
+    built = getattr(tables, "n_built", len(tables))
+    print(
+        f"baseline replay and its overlay in {time.perf_counter() - t:.1f} s more; "
+        f"{time.process_time() - cpu0:.1f} CPU s since the open; predicted tables built for {built} of "
+        f"{len(tables)} ranks; RSS now {rss_now() / 2**30:.2f} GiB"
+    )
+    for stage, (calls, wall, cpu, _end) in stages.times.items():
+        if "overlay" in stage:
+            print(f"  {stage}: {wall:.2f} s wall / {cpu:.2f} thread CPU s ({calls} call{'s' * (calls != 1)})")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("job")
     ap.add_argument("--cache", default="", help="LUMOS_CACHE_DIR for the run (default: the user's)")
     ap.add_argument("--screenshot", default="", help="save the window here after the first paint")
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument(
+        "--replay",
+        action="store_true",
+        help="also wait for the baseline replay the window starts and its overlay: RSS then",
+    )
     args = ap.parse_args()
     if args.cache:
         os.environ["LUMOS_CACHE_DIR"] = args.cache
@@ -242,6 +272,9 @@ def main() -> int:
 
     stages = StageTimers()
     stages.install()
+    import app.whatif.runner as runner
+
+    stages.wrap(runner, "build_overlay", "worker: predicted overlay of the baseline replay")
 
     app = QApplication.instance() or QApplication([])
     w = MainWindow(restore_layout=False, theme="light")
@@ -310,6 +343,8 @@ def main() -> int:
             f"median {statistics.median(times):.1f} ms (target < {TARGETS['overview_build_ms']:.0f} ms)"
         )
     pan_strip(app, w)
+    if args.replay:
+        baseline_overlay(app, w, stages, cpu0)
     if args.screenshot:
         deadline = time.monotonic() + 2
         while time.monotonic() < deadline:
