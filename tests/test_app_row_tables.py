@@ -67,6 +67,7 @@ def test_shapes_extent_and_activity_equal_the_built_tables(folder) -> None:  # t
     assert tables.n_events == sum(len(t) for t in eager) and tables.n_built == 0
     t3 = tables[3]  # built on demand, then kept
     assert tables.ready(3) is t3 and tables.n_built == 1
+    assert tables[np.int64(3)] is t3 and tables[-len(tables) + 3] is t3
     assert np.array_equal(t3.event, eager[3].event) and np.array_equal(t3.start, eager[3].start)
     absent = RowTables(job.ranks, fams, present=[i != 2 for i in range(len(job.ranks))])
     assert len(absent[2]) == 0 and absent.shape(2).keys == [] and len(absent[1]) == len(eager[1])

@@ -1,8 +1,8 @@
 """Every rank's row tables, built when their lanes are first shown and kept once built.
 
 A :class:`~app.timeline.lane_data.RowTable` costs a sort and a gathered copy of the rank's drawable
-events (~1.6 ms and ~0.8 MB per rank of the 512-rank 175B job: 0.8 CPU s and 0.4 GB for all of
-them), but a timeline shows a few dozen rows at a time and a grouped job only one rank per group.
+events (~1.5 ms and ~0.9 MB per rank of the 512-rank 175B job: 0.7-1.0 CPU s and 0.48 GB for all
+of them), but a timeline shows a few dozen rows at a time and a grouped job only one rank per group.
 :class:`RowTables` therefore starts with a :class:`RowShape` per rank: which (lane, depth) rows the
 rank has and where its last event ends, what the lane layout and the time axis need, found with a
 ``bincount`` and no sort. A rank's table is built on the first request and cached:
@@ -17,6 +17,7 @@ keep the first. Nothing here knows Qt.
 
 from __future__ import annotations
 
+import operator
 import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -91,8 +92,7 @@ class RowTables(Sequence[RowTable]):
         return len(self.ranks)
 
     def __getitem__(self, i: int) -> RowTable:  # type: ignore[override]
-        if not isinstance(i, int):
-            raise TypeError("RowTables takes one rank index (iterate for all, which builds all)")
+        i = operator.index(i)  # one rank index (numpy integers too); iterate for all, which builds all
         if not -len(self) <= i < len(self):
             raise IndexError(i)
         return self.build(i % len(self))
