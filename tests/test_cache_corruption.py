@@ -223,3 +223,62 @@ def test_released_pages_leave_the_resident_set(tmp_path: Path, own_cache: Path) 
     assert total == sum(
         int(np.asarray(getattr(rank, k)).sum()) for k in ("kind", "name", "start", "dur", "lane")
     )
+
+
+@pytest.mark.skipif(not _kernel_pages_out(), reason="paging out on request needs Linux 5.4+")
+def test_kept_columns_stay_resident_while_the_rest_is_handed_back(tmp_path: Path, own_cache: Path) -> None:
+    b = TraceBuilder(rank=0, world=1)
+    b.step(1, 1000, 400_000)
+    for k in range(20_000):
+        b.launch(f"gemm_{k % 5}", 1010 + 20 * k, 3, 1020 + 20 * k, 6, stream=7)
+    folder = tmp_path / "big"
+    folder.mkdir()
+    f = b.write(folder / "rank0.json")
+    _load(f)
+    rank = cache.load(f)
+    assert rank is not None
+    entry = cache.entry_path(f)
+    for k in ("kind", "name", "start", "dur", "lane", "correlation", "external_id", "parent"):
+        np.asarray(getattr(rank, k)).sum()  # page them in
+    before = _resident_bytes_of(entry)
+    rank.release_pages(keep=("dur", "correlation"))
+    after = _resident_bytes_of(entry)
+    kept = rank.dur.nbytes + rank.correlation.nbytes
+    # the kept columns (and at most a page at each end of them) stay; the other six go
+    assert kept <= after <= kept + 4 * mmap.PAGESIZE + (before - kept) // 4
+
+
+def test_a_big_job_hands_its_pages_back_and_replays_the_same(
+    tmp_path: Path, own_cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Jobs above PAGE_OUT_ABOVE hand their mapped pages back while the graph is built and replayed:
+    the same replay either way (a small job stands in for a big one)."""
+    from lumos_core.replay.run import replay
+    from lumos_core.trace import model
+
+    folder = tmp_path / "job"
+    folder.mkdir()
+    for r in range(2):
+        b = TraceBuilder(rank=r, world=2)
+        b.step(1, 1000, 4000)
+        for k in range(200):
+            b.launch(f"gemm_{k % 3}", 1010 + 15 * k, 3, 1020 + 15 * k, 6, stream=7)
+        b.launch(
+            "ncclDevKernel_AllReduce_Sum_f32_RING_LL", 4200, 3, 4210, 20, stream=13, kargs=nccl_args(size=2)
+        )
+        b.write(folder / f"rank{r}.json")
+    load_job(folder)  # fills the cache
+    want = replay(load_job(folder)).as_dict()
+    calls: list[int] = []
+    real = model.page_out_except
+    monkeypatch.setattr(model, "PAGE_OUT_ABOVE", 0)
+    monkeypatch.setattr(model, "page_out_except", lambda c, keep: (calls.append(len(keep)), real(c, keep)))
+    job = load_job(folder)
+    assert job.pages_worth_releasing()
+    got = replay(job).as_dict()
+    for d in (want, got):
+        d.pop("seconds", None)
+        d.pop("simulate_seconds", None)
+        d.pop("tasks_per_second", None)
+    assert got == want
+    assert len(calls) >= 3 * 2  # each rank: the replaced time columns, after the graph, after its timeline

@@ -135,6 +135,21 @@ def build_graph(
     return graph
 
 
+# The rank columns replaying reads after the graph is built (the predicted timeline, iterations and
+# breakdowns): their pages stay resident (paging them out would only read them back from the file).
+READ_BY_THE_REPLAY = (
+    "start",
+    "dur",
+    "kind",
+    "name",
+    "lane",
+    "lane_begin",
+    "depth",
+    "parent",
+    "launch",
+    "collectives",
+)
+
 _NODE_COLUMNS = {
     "rank": np.int32,
     "event": np.int32,
@@ -156,6 +171,7 @@ def _rank_graphs(
     procs: list[tuple[int, int]] = []
     notes: list[str] = []
     latency = typical_launch_latency(job)
+    release = job.pages_worth_releasing()
     for i, (t, rn) in enumerate(zip(job.ranks, ranks)):
         progress(0.6 * i / len(job.ranks), f"graph of rank {t.rank}")
         rn.first_leaf_after, rn.last_leaf_within = leaf_maps(t, rn.events, rn.node_of_event)
@@ -184,8 +200,10 @@ def _rank_graphs(
         rn.is_gpu = np.zeros(0, bool)
         rn.launches = None
         # The node columns now hold what the graph needs of this rank's events; its mapped cache
-        # pages would otherwise stay resident through the replay (a quarter of its peak at 512 ranks).
-        t.release_pages()
+        # pages would otherwise stay resident through the replay (a quarter of its peak at 512 ranks),
+        # except those the replay reads next.
+        if release:
+            t.release_pages(keep=READ_BY_THE_REPLAY)
     return procs, sp, ep, notes
 
 

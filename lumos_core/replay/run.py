@@ -229,10 +229,12 @@ def replay(
     progress(0.8, "building the predicted timeline")
     timeline: list[RankTrace] = []
     compared: list[_Compared] = []
+    release = job.pages_worth_releasing()
     for t in job.ranks:
         timeline.append(predicted_rank(graph, t, start, end))
         compared.append(_compare(t, timeline[-1]))
-        t.release_pages()  # read again from the cache if used: see build_graph
+        if release:
+            t.release_pages()  # read again from the cache if used: see build_graph
     ranks = [c.result for c in compared]
     if critical_paths:
         _add_critical_paths(graph, start, end, [(c.result, c.replayed) for c in compared])

@@ -163,6 +163,9 @@ def load_job(
             t.clock_offset_ns = alignment.offsets_ns.get(t.rank, 0)
             t.shift(t.clock_offset_ns)
         _rebase(job)
+    if job.pages_worth_releasing():  # the cache's time columns shift replaced: nothing reads them
+        for t in job.ranks:
+            t.release_replaced_pages()
     job.alignment = {**alignment.as_dict(), "applied": bool(align_clocks and alignment.applied)}
     job.collective_match = match
     _collect_warnings(job, match, alignment)

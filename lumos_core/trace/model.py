@@ -12,6 +12,8 @@ are columns.
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
@@ -19,7 +21,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from lumos_core.os_memory import drop_pages, mapping_of, page_out
+from lumos_core.os_memory import PAGE_OUT_ABOVE, drop_pages, mapping_of, page_out, page_out_except
 from lumos_core.trace.memory import MemoryRecords
 
 # More ranks than any job has: rank numbers and world sizes beyond it are corrupt metadata (ranks
@@ -397,13 +399,31 @@ class RankTrace:
                 it.gpu_end += delta_ns
         self.raw_shift_ns -= delta_ns
 
-    def release_pages(self) -> None:
+    def release_pages(self, keep: Collection[str] = ()) -> None:
         """Hand the resident pages of the columns mapped from the cache back to the operating
-        system. Nothing changes: a column read again is paged in from the cache file. Call it when
-        done with a rank's columns for a while (the graph keeps copies of what it needs); a no-op
-        for a rank parsed in memory."""
-        for column in (self.kind, self.args_data):  # the columns' mapping and the args' own
-            page_out(mapping_of(column))
+        system, except those of the columns named in ``keep`` (``"collectives"``: all of its).
+        Nothing changes: a column read again is paged in from the cache file. Call it when done
+        with a rank's columns for a while; a no-op for a rank parsed in memory."""
+        page_out_except(self.kind, self._arrays(keep))  # the columns' mapping
+        if "args_data" not in keep:
+            page_out(mapping_of(self.args_data))  # the args' own
+
+    def release_replaced_pages(self) -> None:
+        """Hand back the mapped pages no column views any more (the cache's time columns once
+        :meth:`shift` has made new ones), keeping every column's."""
+        page_out_except(self.kind, self._arrays(vars(self)))
+
+    def _arrays(self, names: Collection[str]) -> list[np.ndarray]:
+        """The arrays of the named fields; a group of columns (collectives, cuda_syncs, memory)
+        gives all of its."""
+        out: list[np.ndarray] = []
+        for name in names:
+            value = getattr(self, name)
+            if isinstance(value, np.ndarray):
+                out.append(value)
+            elif dataclasses.is_dataclass(value):
+                out.extend(v for v in vars(value).values() if isinstance(v, np.ndarray))
+        return out
 
     @property
     def span(self) -> tuple[int, int]:
@@ -458,6 +478,15 @@ class Job:
     @property
     def is_synthetic(self) -> bool:
         return any(t.is_synthetic for t in self.ranks)
+
+    def pages_worth_releasing(self) -> bool:
+        """Whether steps done with the ranks' columns should hand their mapped pages back
+        (:meth:`RankTrace.release_pages`): only for a job whose mapped cache is big."""
+        mapped = 0
+        for t in self.ranks:
+            m = mapping_of(t.kind)
+            mapped += len(m) if m is not None else 0
+        return mapped > PAGE_OUT_ABOVE
 
     @property
     def span(self) -> tuple[int, int]:
