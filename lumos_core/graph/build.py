@@ -135,20 +135,10 @@ def build_graph(
     return graph
 
 
-# The rank columns replaying reads after the graph is built (the predicted timeline, iterations and
-# breakdowns): their pages stay resident (paging them out would only read them back from the file).
-READ_BY_THE_REPLAY = (
-    "start",
-    "dur",
-    "kind",
-    "name",
-    "lane",
-    "lane_begin",
-    "depth",
-    "parent",
-    "launch",
-    "collectives",
-)
+# The rank columns replaying a GPU trace reads after the graph is built (the predicted timeline,
+# iterations, breakdowns): their pages stay resident (paging them out would only read them back from
+# the file). A CPU-only trace's breakdown also reads parent and depth: a few pages read again.
+READ_BY_THE_REPLAY = ("start", "dur", "kind", "name", "lane_begin", "launch", "collectives")
 
 _NODE_COLUMNS = {
     "rank": np.int32,
