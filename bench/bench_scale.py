@@ -241,6 +241,21 @@ def in_process(run: Run, n: int) -> str:
     )
 
 
+def linearity(label: str, measured: list[tuple[str, int, int]]) -> str:
+    """Peak RSS as a line in tasks: the bytes each extra task costs between consecutive jobs, and the
+    fixed part (interpreter, numpy, numba and the code: what B/task at a small job mostly is) where
+    that line meets zero tasks. The jobs are different models (15B, 175B), so it is approximate."""
+    if len(measured) < 2:
+        return f"{'':15}{label}: peak RSS vs tasks needs two jobs"
+    steps = []
+    for (a, na, ra), (b, nb, rb) in zip(measured, measured[1:]):
+        slope = (rb - ra) / max(nb - na, 1)
+        steps.append(f"{a}->{b} ranks {slope:.0f} B per extra task")
+    (_, n0, r0), (_, n1, r1) = measured[0], measured[1]
+    fixed = r0 - (r1 - r0) / max(n1 - n0, 1) * n0
+    return f"{'':15}{label}: peak RSS vs tasks: {'; '.join(steps)}; fixed part ~{fixed / 2**20:.0f} MiB"
+
+
 ESTIMATE_TARGET_S = 30.0  # `lumos estimate --dp 16` of the 512-rank job, cache warm
 
 
@@ -320,6 +335,7 @@ def main() -> None:
             subprocess.run(["git", "worktree", "remove", "--force", str(codes[1][1])], cwd=REPO, check=False)
         return
     per_task: dict[str, float] = {}  # label -> bytes per task at the largest job measured so far
+    sizes: dict[str, list[tuple[str, int, int]]] = {}  # label -> (job, tasks, cached peak RSS) per job
     rows: list[str] = []
     header = (
         f"{'ranks':>5} {'code':<8} {'M tasks':>7} {'cold s':>8} {'cached s':>8} {'CPU s':>7} {'replay s':>8} "
@@ -343,9 +359,12 @@ def main() -> None:
                 row = measure(code, label, job, name, max_bytes, args.timeout, args.keep_cache)
                 if "error" not in row:
                     per_task[label] = row["cached"].rss / max(row["tasks"], 1)
+                    sizes.setdefault(label, []).append((name, row["tasks"], row["cached"].rss))
                 line = fmt(label, name, row)
             rows.append(line)
             print(line, flush=True)
+    for label, measured in sizes.items():
+        print(linearity(label, measured), flush=True)
     parse_names = [n.strip() for n in args.parse_jobs.split(",") if n.strip()]
     if parse_names:
         print("\ncold parse (load_job into an empty cache folder, fresh process per run):", flush=True)
@@ -363,7 +382,8 @@ def main() -> None:
         "million tasks per second of the cached command, by wall and by CPU time (the CPU figure is the one "
         "to trust on a shared, loaded machine); the indented lines split the same cached run by its own "
         "stage timers: the in-process pipeline (first stage to the report) and what lies outside it; "
-        "B/task = the cached run's peak RSS / tasks; estimate = `lumos estimate --dp 16` (cached "
+        "B/task = the cached run's peak RSS / tasks (the 'peak RSS vs tasks' lines: the cost of each extra "
+        "task between jobs and the fixed part it includes); estimate = `lumos estimate --dp 16` (cached "
         f"columns; target at 512 ranks <= {ESTIMATE_TARGET_S:g} s; estimate() = the part after the load "
         "and the graph build). Synthetic jobs: speed and memory only."
     )
