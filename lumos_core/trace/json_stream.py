@@ -22,7 +22,11 @@ import orjson
 
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _SPLIT = re.compile(rb"\}\s*,\s*(?=\{)")
-_BLOCK = 1 << 20  # text per parsed batch
+# Text per parsed batch. A batch's dicts (~5x its text) are built, converted and freed while they
+# are still in the core's cache: 128 KiB batches cost ~20 % less CPU per file than 1 MiB ones
+# (synthetic 17 MB ranks, 0.26 vs 0.33 CPU s). An event longer than 64 blocks (8 MiB of text) goes
+# to the whole-document path.
+_BLOCK = 128 << 10
 _MAX_PREFIX = 64 << 20  # the array must start within this much text
 _MAX_TRIES = 8  # cut candidates tried per batch before reading more text
 _NEAR_END = 64 << 10  # where the cut candidates are looked for first
