@@ -384,7 +384,11 @@ def build_rank(cols: EventColumns, meta: dict[str, Any], path: str) -> RankTrace
         warnings.append(f"ignored {other_phase} events of phases other than X/s/f/i/M")
 
     # ---- times: integer ns from the rank's first timestamp (keeps ns precision of float µs) ----
-    keep = _plausible_times(c_ts, c_dur)
+    # Each pass over the Python ts/dur lists chases pointers to floats scattered among the freed
+    # event dicts: convert them once and reuse the arrays (they hold the same values float() gives).
+    ts_f, ts_types = _as_floats(c_ts)
+    dur_f, dur_types = _as_floats(c_dur)
+    keep = _plausible_times(ts_f, dur_f)
     if keep is not None:
         warnings.append(
             f"skipped {len(c_ts) - len(keep)} events whose ts/dur lie years away from the rest "
@@ -396,9 +400,12 @@ def build_rank(cols: EventColumns, meta: dict[str, Any], path: str) -> RankTrace
             [col[i] for i in keep]
             for col in (c_kind, c_cat, c_name, c_lane, c_ts, c_dur, c_corr, c_ext, c_args, c_args_len)
         )
-    base_us = math.floor(min(c_ts))
-    ts_ns = _to_ns(c_ts, base_us)
-    dur_ns = _to_ns(c_dur, 0)
+        ts_f, ts_types = _as_floats(c_ts)
+        dur_f, dur_types = _as_floats(c_dur)
+    # All floats: the array holds them exactly; otherwise the exact minimum of the Python numbers.
+    base_us = math.floor(ts_f.min() if ts_types == {float} else min(c_ts))
+    ts_ns = _to_ns(c_ts, base_us, ts_f, ts_types)
+    dur_ns = _to_ns(c_dur, 0, dur_f, dur_types)
     f_keep = [i for i, t in enumerate(f_ts) if abs(t - base_us) < _MAX_SPAN_US]
     if len(f_keep) < len(f_ts):
         f_kind, f_id, f_phase, f_ts, f_lane = (
@@ -462,7 +469,12 @@ def build_rank(cols: EventColumns, meta: dict[str, Any], path: str) -> RankTrace
         raw_shift_ns=raw_shift,
         warnings=warnings,
     )
-    analyse_rank(rank, flow_lanes=[_flow_lane(k, p, lane_ids) for k, p in zip(f_lane, f_phase)])
+    # A rank's flows come from a handful of threads: look each (thread, phase) up once.
+    flow_lanes: dict[tuple[tuple[bool, Any, Any], int], tuple[int, int]] = {}
+    for k, p in zip(f_lane, f_phase):
+        if (k, p) not in flow_lanes:
+            flow_lanes[k, p] = _flow_lane(k, p, lane_ids)
+    analyse_rank(rank, flow_lanes=[flow_lanes[k, p] for k, p in zip(f_lane, f_phase)])
     rank.memory = cols.memory.build(
         base_us, lane_ids, rank.start, rank.dur, rank.lane, rank.lane_begin, rank.parent,
         _MAX_SPAN_US, warnings,
@@ -487,14 +499,18 @@ def _flow_lane(
     return (gpu, cpu) if phase == 1 else (cpu, gpu)
 
 
-def _plausible_times(ts: list[Any], dur: list[Any]) -> list[int] | None:
+def _as_floats(values: list[Any]) -> tuple[np.ndarray, set[type]]:
+    """``values`` (ints and floats) as float64 (numpy converts an int as ``float()`` does) and the
+    set of their types, in two C-level passes."""
+    return np.asarray(values, np.float64), set(map(type, values))
+
+
+def _plausible_times(ts_f: np.ndarray, dur_f: np.ndarray) -> list[int] | None:
     """Indices of events whose times are plausible, or None when all are (the common case).
 
     One corrupt timestamp must not make every other event unusable, so events lying more than
     about 11 days from the median start, or lasting longer than that, are dropped.
     """
-    ts_f = np.asarray([float(v) for v in ts] if not all(type(v) is float for v in ts) else ts, np.float64)
-    dur_f = np.asarray([float(v) for v in dur], np.float64)
     # The lower median is a real event's time, so that event at least is kept (the mean of two
     # far-apart timestamps would reject both).
     med = float(np.partition(ts_f, (len(ts_f) - 1) // 2)[(len(ts_f) - 1) // 2])
@@ -504,13 +520,18 @@ def _plausible_times(ts: list[Any], dur: list[Any]) -> list[int] | None:
     return np.flatnonzero(ok).tolist()  # type: ignore[no-any-return]
 
 
-def _to_ns(values: list[Any], base_us: int) -> np.ndarray:
-    """µs values (ints or floats) minus ``base_us`` -> int64 ns, exact for ints, rounded for floats."""
+def _to_ns(
+    values: list[Any], base_us: int, floats: np.ndarray | None = None, types: set[type] | None = None
+) -> np.ndarray:
+    """µs values (ints or floats) minus ``base_us`` -> int64 ns, exact for ints, rounded for floats.
+
+    ``floats``/``types``: the values as float64 and their types, when the caller has them."""
     if not values:
         return np.zeros(0, np.int64)
-    if all(type(v) is int for v in values):
+    all_int = types == {int} if types is not None else all(type(v) is int for v in values)
+    if all_int:
         return (np.asarray([v - base_us for v in values], dtype=np.int64)) * 1000
-    arr = np.asarray(values, dtype=np.float64) - float(base_us)
+    arr = (floats if floats is not None else np.asarray(values, dtype=np.float64)) - float(base_us)
     return np.rint(arr * 1000.0).astype(np.int64)
 
 
