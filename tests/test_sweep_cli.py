@@ -104,9 +104,17 @@ def test_ctrl_c_keeps_finished_rows_and_a_rerun_resumes(tmp_path) -> None:
         "dp=2,4,8,16 microbatches=4,8,16",
     ]
     args += ["--jobs", "2", "--out", str(out), "-q"]
-    # a terminal's Ctrl-C signals the whole process group: the sweep and its workers
+    # a terminal's Ctrl-C signals the whole process group: the sweep and its workers. The sweep gets
+    # Ctrl-C's default action whatever this suite was started with (a shell's background job
+    # inherits SIGINT ignored, and Python then never raises KeyboardInterrupt).
     proc = subprocess.Popen(
-        args, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+        args,
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
         end = time.monotonic() + 120
