@@ -78,7 +78,9 @@ class LoadedJob:
         return f"{name} ({n} rank{'s' * (n != 1)})" + (" [synthetic]" if self.job.is_synthetic else "")
 
     @property
-    def n_tasks(self) -> int:
+    def n_events(self) -> int:
+        """Events the timeline draws, all ranks (more than the replay's tasks, which leave out
+        annotations and the operators around kernel launches)."""
         n = getattr(self.tables, "n_events", None)  # lazy tables know it unbuilt
         return n if n is not None else sum(len(t) for t in self.tables)
 

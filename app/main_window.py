@@ -46,7 +46,7 @@ from app.window_menus import WindowMenus
 def status_text(loaded: LoadedJob, load_s: float) -> str:
     """The status bar's line about a loaded job."""
     job = loaded.job
-    return f"{len(job.ranks)} rank(s), {loaded.n_tasks:,} tasks, loaded in {load_s:.2f} s" + (
+    return f"{len(job.ranks)} rank(s), {loaded.n_events:,} events, loaded in {load_s:.2f} s" + (
         " · SYNTHETIC job (lumos synth): its times are Lumos's own models" if job.is_synthetic else ""
     )
 

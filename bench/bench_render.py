@@ -204,7 +204,7 @@ def render_case(base: Job, tasks: int, how: str) -> dict[str, float]:
     job = tiled_job(base, tasks, how)
     lj = view_data(job)
     build_s = time.perf_counter() - t
-    n = lj.n_tasks
+    n = lj.n_events
     view = TimelineView()
     view.resize(1600, 900)
     view.show()

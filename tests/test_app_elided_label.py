@@ -6,7 +6,7 @@ from PySide6.QtWidgets import QLabel
 
 from app.elided_label import ElidedLabel
 
-LONG = "8 rank(s), 35,824 tasks, loaded in 0.61 s · SYNTHETIC job (lumos synth): its times are Lumos's own models"
+LONG = "8 rank(s), 35,824 events, loaded in 0.61 s · SYNTHETIC job (lumos synth): its times are Lumos's own models"
 
 
 def test_a_narrow_label_elides_and_keeps_the_whole_text(qtbot) -> None:

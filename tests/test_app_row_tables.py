@@ -87,7 +87,7 @@ def test_only_the_first_picture_is_built_at_open(win, folder, monkeypatch) -> No
     monkeypatch.setattr(loading, "infer_job_baseline", lambda job, overrides=None: (None, "no layout"))
     got = loading.prepare_lanes(str(folder), lambda f, m: None)
     assert got.tables.n_built == FIRST_SHOWN_RANKS < N_RANKS
-    assert got.tables.ready(N_RANKS - 1) is None and got.n_tasks == lj.n_tasks
+    assert got.tables.ready(N_RANKS - 1) is None and got.n_events == lj.n_events
 
 
 def test_scrolling_builds_the_lanes_in_view_on_a_worker(win) -> None:  # type: ignore[no-untyped-def]
