@@ -422,6 +422,18 @@ if engine == 'ray':
     t = time.perf_counter()
     parser.engine.connect()  # Ray's own start-up, reported apart from the parse
     ray_start = time.perf_counter() - t
+def tree_cpu():  # Ray's processes (workers, raylet, GCS) are not waited for: read them while alive
+    import psutil
+    total = 0.0
+    for p in psutil.Process().children(recursive=True):
+        try:
+            c = p.cpu_times()
+            total += c.user + c.system
+        except psutil.Error:
+            pass
+    return total
+tree0 = tree_cpu() if parser is not None else 0.0
+load0 = os.getloadavg()[0]
 last = [0.0]
 def on_file(f, state, detail):
     if state in ('loaded', 'failed'):
@@ -431,10 +443,12 @@ c0 = time.process_time()
 job = load_job(folder, use_cache=True, workers=workers or None, parser=parser, on_file=on_file)
 cpu = time.process_time() - c0
 if parser is not None:
+    cpu += tree_cpu() - tree0
     parser.close()
 ch = resource.getrusage(resource.RUSAGE_CHILDREN)
 print(json.dumps({'parse_wall': last[0] - t0, 'cpu': cpu + ch.ru_utime + ch.ru_stime, 'ranks': len(job.ranks),
-                  'skipped': len(job.skipped), 'ray_start': ray_start}))
+                  'skipped': len(job.skipped), 'ray_start': ray_start,
+                  'load': [round(load0, 1), round(os.getloadavg()[0], 1)]}))
 """
 
 
@@ -489,7 +503,8 @@ def parse_table(code: Path, label: str, name: str, job: Path, args: argparse.Nam
     )
     print(
         f"{name:>5} {label:<8} {len(files)} files, {gib:.2f} GiB of JSON; floor (gzip + orjson.loads, "
-        f"one process, {how}): {f_wall:.1f} s wall = {f_wall / gib:.1f} s/GiB, {f_cpu:.1f} CPU s",
+        f"one process, {how}): {f_wall:.1f} s wall = {f_wall / gib:.1f} s/GiB, {f_cpu:.1f} CPU s = "
+        f"{f_cpu / gib:.1f} CPU s/GiB, {f_cpu / max(f_wall, 1e-9):.2f} cores; load {os.getloadavg()[0]:.1f}",
         flush=True,
     )
     runs = [("local", 0)] + [("ray", int(w)) for w in args.ray_workers.split(",") if w.strip()]
@@ -504,15 +519,21 @@ def parse_table(code: Path, label: str, name: str, job: Path, args: argparse.Nam
             continue
         o = r.out
         wall = o["parse_wall"]
+        # Cores = CPU s / wall s: the share of the machine the run got. On a shared machine the
+        # kernel splits the cores between login sessions (autogroups) first, so the same work
+        # gets a different share from run to run.
         cpu = (
-            f", {o['cpu']:.1f} CPU s = {o['cpu'] / gib:.1f} CPU s/GiB = {o['cpu'] / f_cpu:.2f}x the floor's CPU"
-            if engine == "local"
-            else f" (+ {o['ray_start']:.1f} s Ray start-up; Ray workers' CPU not counted)"
+            f", {o['cpu']:.1f} CPU s = {o['cpu'] / gib:.1f} CPU s/GiB = {o['cpu'] / f_cpu:.2f}x the floor's CPU, "
+            f"{o['cpu'] / max(wall, 1e-9):.2f} cores"
         )
+        if engine == "ray":
+            cpu += f" (CPU: all Ray processes during the parse; + {o['ray_start']:.1f} s Ray start-up)"
+        load = o.get("load")
         print(
             f"{name:>5} {label:<8}   {what}: cold parse {wall:.1f} s = {wall / gib:.1f} s/GiB "
             f"(target <= 12) = {wall / f_wall:.2f}x the floor's wall{cpu}; {o['ranks']} ranks"
-            + (f", {o['skipped']} skipped" if o["skipped"] else ""),
+            + (f", {o['skipped']} skipped" if o["skipped"] else "")
+            + (f"; load {load[0]:g} -> {load[1]:g}" if load else ""),
             flush=True,
         )
 
