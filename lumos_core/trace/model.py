@@ -385,12 +385,10 @@ class RankTrace:
         """Move every timestamp of this rank by ``delta_ns`` (used to put ranks on one time base)."""
         if delta_ns == 0:
             return
-        # New arrays, not ``+=``: the columns may be views of the cache file's copy-on-write mapping,
-        # and writing them would turn its pages into private memory that release_pages cannot drop.
-        self.start = self.start + delta_ns
-        self.flow_ts = self.flow_ts + delta_ns
-        self.instant_ts = self.instant_ts + delta_ns
-        self.memory.ts = self.memory.ts + delta_ns
+        self.start = _shifted(self.start, delta_ns)
+        self.flow_ts = _shifted(self.flow_ts, delta_ns)
+        self.instant_ts = _shifted(self.instant_ts, delta_ns)
+        self.memory.ts = _shifted(self.memory.ts, delta_ns)
         for it in self.iterations:
             it.cpu_start += delta_ns
             it.cpu_end += delta_ns
@@ -431,6 +429,16 @@ class RankTrace:
         if len(self.start) == 0:
             return (0, 0)
         return int(self.start.min()), int((self.start + self.dur).max())
+
+
+def _shifted(times: np.ndarray, delta_ns: int) -> np.ndarray:
+    """``times + delta_ns``: in place for an array of its own; a new array for a view of the cache
+    file's copy-on-write mapping, as writing it would turn the mapping's pages into private memory
+    that :meth:`RankTrace.release_pages` cannot hand back."""
+    if mapping_of(times) is not None:
+        return times + delta_ns
+    times += delta_ns
+    return times
 
 
 @dataclass
