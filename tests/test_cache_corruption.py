@@ -19,6 +19,7 @@ from tracegen import TraceBuilder, nccl_args
 
 from lumos_core.trace import cache
 from lumos_core.trace.loader import load_job
+from lumos_core.trace.model import RankTrace
 
 
 @pytest.fixture
@@ -202,11 +203,12 @@ def _kernel_pages_out() -> bool:
     return len(parts) == 2 and tuple(parts) >= (5, 4)
 
 
-@pytest.mark.skipif(not _kernel_pages_out(), reason="paging out on request needs Linux 5.4+")
-def test_released_pages_leave_the_resident_set(tmp_path: Path, own_cache: Path) -> None:
+@pytest.fixture
+def big_cached(tmp_path: Path, own_cache: Path) -> tuple[RankTrace, Path]:
+    """A rank of a few MB of columns (many pages to hand back), loaded from the cache, and its entry."""
     b = TraceBuilder(rank=0, world=1)
     b.step(1, 1000, 400_000)
-    for k in range(20_000):  # a few MB of columns: many pages to hand back
+    for k in range(20_000):
         b.launch(f"gemm_{k % 5}", 1010 + 20 * k, 3, 1020 + 20 * k, 6, stream=7)
     folder = tmp_path / "big"
     folder.mkdir()
@@ -214,7 +216,12 @@ def test_released_pages_leave_the_resident_set(tmp_path: Path, own_cache: Path) 
     _load(f)
     rank = cache.load(f)
     assert rank is not None
-    entry = cache.entry_path(f)
+    return rank, cache.entry_path(f)
+
+
+@pytest.mark.skipif(not _kernel_pages_out(), reason="paging out on request needs Linux 5.4+")
+def test_released_pages_leave_the_resident_set(big_cached: tuple[RankTrace, Path]) -> None:
+    rank, entry = big_cached
     total = sum(int(np.asarray(getattr(rank, k)).sum()) for k in ("kind", "name", "start", "dur", "lane"))
     resident = _resident_bytes_of(entry)
     assert resident > 1 << 20, "reading the columns should have paged them in"
@@ -226,18 +233,8 @@ def test_released_pages_leave_the_resident_set(tmp_path: Path, own_cache: Path) 
 
 
 @pytest.mark.skipif(not _kernel_pages_out(), reason="paging out on request needs Linux 5.4+")
-def test_kept_columns_stay_resident_while_the_rest_is_handed_back(tmp_path: Path, own_cache: Path) -> None:
-    b = TraceBuilder(rank=0, world=1)
-    b.step(1, 1000, 400_000)
-    for k in range(20_000):
-        b.launch(f"gemm_{k % 5}", 1010 + 20 * k, 3, 1020 + 20 * k, 6, stream=7)
-    folder = tmp_path / "big"
-    folder.mkdir()
-    f = b.write(folder / "rank0.json")
-    _load(f)
-    rank = cache.load(f)
-    assert rank is not None
-    entry = cache.entry_path(f)
+def test_kept_columns_stay_resident_while_the_rest_is_handed_back(big_cached: tuple[RankTrace, Path]) -> None:
+    rank, entry = big_cached
     for k in ("kind", "name", "start", "dur", "lane", "correlation", "external_id", "parent"):
         np.asarray(getattr(rank, k)).sum()  # page them in
     before = _resident_bytes_of(entry)
