@@ -54,6 +54,7 @@ if ENABLED:
     os.environ.setdefault("NUMBA_CACHE_DIR", str(_cache_root() / "numba"))
 numba: Any = None
 _LAZY: list[LazyKernel] = []
+_KERNELS: list[Any] = []  # the dispatchers made (warm_up compiles them)
 _compile_lock = threading.RLock()
 
 
@@ -81,7 +82,8 @@ class LazyKernel:
 
 
 def _dispatcher(fn: Callable[..., Any]) -> Any:
-    if numba is None:
+    if numba is None:  # numba found but it would not import: the plain function, as without numba
+        fn.py_func = fn  # type: ignore[attr-defined]
         return fn
     try:
         compiled = numba.njit(cache=True, nogil=True)(fn)
@@ -108,9 +110,6 @@ def load_kernels() -> None:
             if module is not None and getattr(module, lazy.py_func.__name__, None) is lazy:
                 setattr(module, lazy.py_func.__name__, lazy.dispatcher)
         _LAZY.clear()
-
-
-_KERNELS: list[Any] = []
 
 
 def kernel(fn: F) -> F:
