@@ -6,6 +6,11 @@ staying resident after the graph has copied what it needs from them (a quarter o
 at 512 ranks), and the C heap keeping freed blocks of the many mid-sized numpy temporaries of graph
 building. All are only resident-set hygiene: nothing is lost, a page handed back is read again from
 the cache file if used again.
+
+The cache's mappings are read-only (``trace/cache.py``): their pages are the file's own, clean and
+shared with the page cache, so handing them back only unmaps them (``MADV_DONTNEED``). They stay in
+the page cache, and a page read again costs a minor fault, not a disk read. A writable mapping gets
+``MADV_PAGEOUT`` instead, which never discards an edit (and evicts clean pages from the page cache).
 """
 
 from __future__ import annotations
@@ -27,7 +32,8 @@ if sys.platform.startswith("linux"):
 
 
 def drop_pages(column: np.ndarray) -> None:
-    """Let the kernel drop the resident pages of a memory-mapped, unmodified column."""
+    """Let the kernel drop the resident pages of a column with a read-only mapping of its own (the
+    cache's args blob, after sparse reads): they stay in the page cache for the next read."""
     m = getattr(column, "_mmap", None)
     if m is None or not hasattr(m, "madvise") or not hasattr(mmap, "MADV_DONTNEED"):
         return
@@ -40,13 +46,20 @@ def drop_pages(column: np.ndarray) -> None:
 # MADV_PAGEOUT (Linux 5.4+): reclaim these pages now. Unlike MADV_DONTNEED it never discards data:
 # a clean file page is read again from the file, a modified copy-on-write page stays (or goes to
 # swap). Python's mmap module does not name it; the value is Linux's (asm-generic/mman-common.h).
-_MADV_PAGEOUT = getattr(mmap, "MADV_PAGEOUT", 21) if sys.platform.startswith("linux") else None
+# It also evicts the clean pages from the page cache, so the next read (this process's or the next
+# run's) goes to the disk: for a read-only mapping MADV_DONTNEED does the job without that (measured
+# at 256 ranks: 0.6 s less system time a replay, see bench/README.md).
+_LINUX = sys.platform.startswith("linux")
+_MADV_PAGEOUT = getattr(mmap, "MADV_PAGEOUT", 21) if _LINUX else None
+_MADV_DONTNEED = getattr(mmap, "MADV_DONTNEED", None) if _LINUX else None
 
 
-# Handing mapped pages back pays where a job's columns are big: at 512 ranks it takes a quarter off
-# the replay's peak. Below this the pages are a few hundred MB at most, and faulting the ones read
-# again back in costs more (~8 % of a 64-rank replay's CPU time) than holding them.
-PAGE_OUT_ABOVE = 1 << 30  # bytes of a job's mapped cache columns
+# Handing mapped pages back takes a quarter off the replay's peak at 512 ranks and a fifth at 64
+# (418 -> 331 MiB) at no measurable cost, since the pages read again come from the page cache.
+# (When it evicted them, MADV_PAGEOUT on the read-only mapping, reading them back cost ~8 % of a
+# 64-rank replay, and this threshold was 1 GiB.) Below it, a job's mapped columns are a few tens of
+# MB: not worth a system call per rank and step.
+PAGE_OUT_ABOVE = 64 << 20  # bytes of a job's mapped cache columns
 
 
 def mapping_of(column: np.ndarray) -> mmap.mmap | None:
@@ -60,13 +73,26 @@ def mapping_of(column: np.ndarray) -> mmap.mmap | None:
     return a if isinstance(a, mmap.mmap) else None
 
 
+def _advice(mapping: mmap.mmap) -> int | None:
+    """How to hand ``mapping``'s pages back without losing anything: unmap them where the mapping is
+    read-only (nothing in it can differ from the file), reclaim them otherwise; None outside Linux
+    or once the mapping is closed."""
+    try:
+        with memoryview(mapping) as view:  # the mapping's own access: ACCESS_READ is read-only
+            read_only = view.readonly
+    except ValueError:  # closed
+        return None
+    return _MADV_DONTNEED if read_only else _MADV_PAGEOUT
+
+
 def page_out(mapping: mmap.mmap | None) -> None:
     """Hand a mapping's resident pages back to the operating system without losing anything (a
     no-op where the system cannot: not Linux, a kernel older than 5.4, a closed mapping)."""
-    if mapping is None or _MADV_PAGEOUT is None:
+    advice = _advice(mapping) if mapping is not None else None
+    if advice is None:
         return
     try:
-        mapping.madvise(_MADV_PAGEOUT)
+        mapping.madvise(advice)  # type: ignore[union-attr]
     except (OSError, ValueError):  # EINVAL on old kernels; ValueError once closed
         pass
 
@@ -76,7 +102,8 @@ def page_out_except(column: np.ndarray, keep: list[np.ndarray]) -> None:
     arrays that are views of it too (they are about to be read again: paging them out would only
     make the next step read them back from the file)."""
     mapping = mapping_of(column)
-    if mapping is None or _MADV_PAGEOUT is None:
+    advice = _advice(mapping) if mapping is not None else None
+    if mapping is None or advice is None:
         return
     if not keep:
         page_out(mapping)
@@ -92,7 +119,7 @@ def page_out_except(column: np.ndarray, keep: list[np.ndarray]) -> None:
     try:
         for lo, hi in [*sorted(kept), (len(mapping), len(mapping))]:
             if lo > at:
-                mapping.madvise(_MADV_PAGEOUT, at, lo - at)
+                mapping.madvise(advice, at, lo - at)
             at = max(at, hi)
     except (OSError, ValueError):
         pass

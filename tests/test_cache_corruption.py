@@ -8,6 +8,7 @@ import mmap
 import os
 import platform
 import re
+import resource
 from collections.abc import Callable
 from pathlib import Path
 
@@ -17,6 +18,7 @@ import pytest
 from cache_entry import edit_header, write_raw_header
 from tracegen import TraceBuilder, nccl_args
 
+from lumos_core.os_memory import mapping_of, page_out, page_out_except
 from lumos_core.trace import cache
 from lumos_core.trace.loader import load_job
 from lumos_core.trace.model import RankTrace
@@ -155,16 +157,24 @@ def _file_backed(a: object) -> bool:
     return False
 
 
-def test_columns_are_views_of_the_entry_mapped_copy_on_write(trace: Path, own_cache: Path) -> None:
+def test_columns_are_read_only_views_of_the_entry(trace: Path, own_cache: Path) -> None:
+    """Nothing can change a cached column in place (a silent edit of the mapping could be lost when
+    its pages are handed back): an attempt fails loudly, and shift makes new arrays."""
     _load(trace)
     entry = cache.entry_path(trace)
     before = entry.read_bytes()
     rank = cache.load(trace)
     assert rank is not None
     assert _file_backed(rank.start) and _file_backed(rank.args_data) and _file_backed(rank.collectives.event)
-    rank.start[:] += 12_345  # an in-place edit (shift itself makes new arrays)
-    rank.args_of_many(np.arange(len(rank)))  # gives the args' pages back: never the shifted ones
-    assert entry.read_bytes() == before, "an edit of a mapped column must never reach the cache"
+    with pytest.raises(ValueError, match="read-only"):
+        rank.start[:] += 12_345
+    with pytest.raises(ValueError, match="read-only"):
+        rank.args_data[0] = 0
+    measured = np.array(rank.start)
+    rank.shift(12_345)
+    assert not _file_backed(rank.start) and np.array_equal(rank.start, measured + 12_345)
+    rank.args_of_many(np.arange(len(rank)))  # gives the args' pages back
+    assert entry.read_bytes() == before, "nothing may reach the cache file"
     again = cache.load(trace)
     assert again is not None and np.array_equal(again.start + 12_345, rank.start)
 
@@ -181,11 +191,10 @@ def _resident_bytes_of(path: Path) -> int:
     return total
 
 
-def test_released_pages_come_back_unchanged_and_edits_survive(trace: Path, own_cache: Path) -> None:
+def test_released_pages_come_back_unchanged(trace: Path, own_cache: Path) -> None:
     _load(trace)
     rank = cache.load(trace)
     assert rank is not None
-    rank.dur[0] += 7  # a copy-on-write edit of a mapped column: paging out must never lose it
     want = {k: np.array(getattr(rank, k)) for k in ("kind", "name", "start", "dur", "lane", "args_data")}
     rank.release_pages()
     for k, v in want.items():
@@ -193,6 +202,20 @@ def test_released_pages_come_back_unchanged_and_edits_survive(trace: Path, own_c
     rank.shift(5)  # new arrays: the mapping stays as the file has it
     assert not _file_backed(rank.start) and _file_backed(rank.dur)
     assert np.array_equal(rank.start, want["start"] + 5)
+
+
+def test_a_writable_mapping_keeps_its_edits_when_handed_back(tmp_path: Path) -> None:
+    """page_out on a copy-on-write mapping (not the cache's: someone else's) must never lose an edit:
+    there it reclaims pages instead of dropping them."""
+    f = tmp_path / "column.bin"
+    np.arange(200_000, dtype=np.int64).tofile(f)
+    column = np.memmap(f, np.int64, mode="c")
+    column[0] = -1  # a private copy of the first page
+    column[150_000] = -2
+    page_out(mapping_of(column))
+    page_out_except(column, [column[:10]])
+    assert column[0] == -1 and column[150_000] == -2 and column[1] == 1 and column[-1] == 199_999
+    assert np.fromfile(f, np.int64)[0] == 0, "the file itself never changes"
 
 
 def _kernel_pages_out() -> bool:
@@ -243,6 +266,22 @@ def test_kept_columns_stay_resident_while_the_rest_is_handed_back(big_cached: tu
     kept = rank.dur.nbytes + rank.correlation.nbytes
     # the kept columns (and at most a page at each end of them) stay; the other six go
     assert kept <= after <= kept + 4 * mmap.PAGESIZE + (before - kept) // 4
+
+
+@pytest.mark.skipif(not _kernel_pages_out(), reason="paging out on request needs Linux 5.4+")
+def test_handed_back_pages_stay_in_the_page_cache(big_cached: tuple[RankTrace, Path]) -> None:
+    """The cache's pages are only unmapped, not evicted: reading them again costs no disk read (the
+    next step, and the next run, find them in memory)."""
+    rank, entry = big_cached
+    with entry.open("rb") as f:
+        os.fsync(f.fileno())  # written long ago, as a cache entry usually is: clean pages
+    names = ("kind", "name", "start", "dur", "lane", "correlation", "external_id", "parent")
+    total = sum(int(np.asarray(getattr(rank, k)).sum()) for k in names)
+    rank.release_pages()
+    assert _resident_bytes_of(entry) < 64 * 1024
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_majflt
+    assert total == sum(int(np.asarray(getattr(rank, k)).sum()) for k in names)
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_majflt == before
 
 
 def test_a_big_job_hands_its_pages_back_and_replays_the_same(

@@ -124,7 +124,7 @@ def test_loading_every_shared_input_writes_nothing_there(watch: list[str], own_c
         except LumosError:  # folders of unrelated traces (edge-cases, hta-critical-path) are refused
             assert "loaded" in states or "cached" in states
             continue
-        # ...then again from the cache entries (memory-mapped copy-on-write: no write-back).
+        # ...then again from the cache entries (memory-mapped read-only: no write-back).
         states.clear()
         again = load_job(path, workers=1, on_file=record)
         assert set(states) <= {"cached", "failed"}, states

@@ -14,9 +14,11 @@ An entry is one file, so that opening it costs one mapping rather than one per c
 * the data region, starting at the next multiple of 64 bytes: every column's raw bytes at its
   offset (a multiple of 64 from the region's start).
 
-The file is mapped copy-on-write and every column is a view into the mapping: pages are read when
-used, and in-place edits (the time shift applied when ranks are put on one time base) never write
-back into the cache.
+The file is mapped read-only and every column is a view into the mapping: pages are read when
+used, nothing can write back into the cache, and a column that must change (the time shift applied
+when ranks are put on one time base) becomes a new array. Read-only pages are always the file's own,
+so a big job can hand them back after use and read them again from the page cache
+(:mod:`lumos_core.os_memory`).
 """
 
 from __future__ import annotations
@@ -199,10 +201,13 @@ def read_header(entry: Path) -> tuple[dict[str, Any], int]:
 
 
 def _views(entry: Path, header: dict[str, Any], data_start: int) -> dict[str, np.ndarray]:
-    """Every column as a view into one copy-on-write mapping of the entry."""
+    """Every column as a view into one read-only mapping of the entry. Read-only, so that nothing can
+    change a column in place (a step that needs other values makes new arrays, as ``shift`` does), and
+    its pages, always the file's own, can be handed back and read again at no risk
+    (``os_memory.page_out``)."""
     size = int(header["size"])
     cols = header["columns"]
-    mapped = np.memmap(entry, np.uint8, mode="c") if size else None
+    mapped = np.memmap(entry, np.uint8, mode="r") if size else None
     out: dict[str, np.ndarray] = {}
     for name, (dtype_str, shape, offset) in cols.items():
         dtype = np.dtype(dtype_str)
@@ -217,9 +222,9 @@ def _views(entry: Path, header: dict[str, Any], data_start: int) -> dict[str, np
         if count == 0:
             out[name] = np.zeros(shape, dtype)
         elif name == "args_data":
-            # A mapping of its own: drop_pages may give all its pages back, which on a shared
-            # copy-on-write mapping would also throw away edits of the other columns.
-            out[name] = np.memmap(entry, dtype, mode="c", offset=data_start + offset, shape=shape)
+            # A mapping of its own: drop_pages gives all its pages back after sparse reads, while
+            # the other columns' pages are still being read.
+            out[name] = np.memmap(entry, dtype, mode="r", offset=data_start + offset, shape=shape)
         else:
             out[name] = np.ndarray(shape, dtype, buffer=mapped, offset=data_start + offset)
     return out

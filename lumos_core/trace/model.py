@@ -433,8 +433,7 @@ class RankTrace:
 
 def _shifted(times: np.ndarray, delta_ns: int) -> np.ndarray:
     """``times + delta_ns``: in place for an array of its own; a new array for a view of the cache
-    file's copy-on-write mapping, as writing it would turn the mapping's pages into private memory
-    that :meth:`RankTrace.release_pages` cannot hand back."""
+    file's mapping, which is read-only (see ``trace/cache.py``)."""
     if mapping_of(times) is not None:
         return times + delta_ns
     times += delta_ns
