@@ -361,7 +361,7 @@ def _check_same_job(job: Job) -> None:
             )
     epoch = [t for t in job.ranks if isinstance(t.metadata.get("baseTimeNanoseconds"), int)]
     if len(epoch) >= 2:
-        starts = sorted((t.span[0] + t.raw_shift_ns, t) for t in epoch)
+        starts = sorted((t.first_start + t.raw_shift_ns, t) for t in epoch)
         mid = starts[len(starts) // 2][0]
         for s, t in starts:
             if abs(s - mid) > 3600 * 10**9:
@@ -373,7 +373,7 @@ def _check_same_job(job: Job) -> None:
 
 def _put_on_common_time_base(job: Job) -> None:
     """Shift every rank so times are ns from the job's earliest raw timestamp."""
-    starts = sorted((t.span[0] + t.raw_shift_ns, t.rank) for t in job.ranks)
+    starts = sorted((t.first_start + t.raw_shift_ns, t.rank) for t in job.ranks)
     (origin, first), (last_start, last) = starts[0], starts[-1]
     if last_start - origin > _MAX_SPREAD_NS:
         # Raw time bases decades apart cannot be one job, and the shifts would overflow int64 ns.
@@ -389,7 +389,7 @@ def _put_on_common_time_base(job: Job) -> None:
 
 def _rebase(job: Job) -> None:
     """After alignment, move the time zero to the earliest event again (nothing before 0)."""
-    first = min(t.span[0] for t in job.ranks if len(t))
+    first = min(t.first_start for t in job.ranks if len(t))
     if first != 0:
         for t in job.ranks:
             t.shift(-first)

@@ -424,6 +424,11 @@ class RankTrace:
         return out
 
     @property
+    def first_start(self) -> int:
+        """First start over all events (0 when empty): ``span[0]`` without reading the durations."""
+        return int(self.start.min()) if len(self.start) else 0
+
+    @property
     def span(self) -> tuple[int, int]:
         """First start and last end over all events (0, 0 when empty)."""
         if len(self.start) == 0:
