@@ -1,6 +1,6 @@
 """The layout is the pipeline: each folder of lumos_core is one stage and imports run one way.
 
-    base (errors, progress, jit, os_memory)
+    base (errors, progress, jit, os_memory, rank_threads)
       <- trace <- perf <- graph <- replay <- whatif <- sweep, compare <- commands <- cli
     synth stands beside graph: it uses perf and trace only.
     app (the desktop) is above all of lumos_core; lumos_core never imports it (test_architecture).
@@ -28,7 +28,7 @@ from conftest import REPO
 DATA = REPO / "tests" / "data" / "cpu-gpt" / "base"
 
 # Stage of every top-level part of lumos_core; a module may import its own stage and lower ones.
-BASE = {"errors", "progress", "jit", "os_memory"}  # one stage: the utilities everything uses
+BASE = {"errors", "progress", "jit", "os_memory", "rank_threads"}  # one stage: the utilities everything uses
 LEVEL = {
     "base": 0,
     "trace": 1,

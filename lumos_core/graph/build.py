@@ -8,6 +8,9 @@ lay the edges out by destination and order the nodes (:mod:`~lumos_core.graph.or
 
 from __future__ import annotations
 
+from contextlib import closing
+from dataclasses import dataclass
+
 import numpy as np
 
 from lumos_core.errors import GraphError
@@ -25,7 +28,8 @@ from lumos_core.graph.model import NO_ANCHOR, EdgeKind, ExecutionGraph, GraphOri
 from lumos_core.graph.nodes import RankNodes, leaf_maps, rank_nodes
 from lumos_core.os_memory import release_free_heap
 from lumos_core.progress import Progress, no_progress
-from lumos_core.trace.model import Job
+from lumos_core.rank_threads import map_in_order
+from lumos_core.trace.model import Job, RankTrace
 
 # Names other modules imported from here before the graph code was split.
 __all__ = ["NO_ANCHOR", "EdgeKind", "ExecutionGraph", "NodeType", "build_graph", "typical_launch_latency"]
@@ -155,46 +159,78 @@ def _rank_graphs(
     job: Job, ranks: list[RankNodes], node: dict[str, np.ndarray], progress: Progress
 ) -> tuple[list[tuple[int, int]], EdgeList, EdgeList, list[str]]:
     """Fill the node columns of every rank's tasks and run every per-rank rule: (processors,
-    start and end dependencies, notes)."""
+    start and end dependencies, notes). Ranks are built on two threads (:mod:`lumos_core.rank_threads`)
+    and joined in rank order, so the edges, processors and notes come out as one thread makes them."""
+    latency = typical_launch_latency(job)
+    release = job.pages_worth_releasing()
     sp = EdgeList()
     ep = EdgeList()
     procs: list[tuple[int, int]] = []
     notes: list[str] = []
-    latency = typical_launch_latency(job)
-    release = job.pages_worth_releasing()
-    for i, (t, rn) in enumerate(zip(job.ranks, ranks)):
-        progress(0.6 * i / len(job.ranks), f"graph of rank {t.rank}")
-        rn.first_leaf_after, rn.last_leaf_within = leaf_maps(t, rn.events, rn.node_of_event)
-        mine = slice(rn.base, rn.base + len(rn.events))
-        lane_of = t.lane[rn.events]
-        proc_base = len(procs)
-        lanes_used = np.flatnonzero(np.bincount(lane_of, minlength=len(t.lanes)))  # np.unique, linear
-        procs.extend((t.rank, int(ln)) for ln in lanes_used)
-        proc_index = np.full(len(t.lanes), -1, np.int32)
-        proc_index[lanes_used] = proc_base + np.arange(len(lanes_used))
-        start = t.start[rn.events]
-        dur = t.dur[rn.events]
-        node["rank"][mine] = t.rank
-        node["event"][mine] = rn.events
-        node["type"][mine] = np.where(rn.is_gpu, NodeType.GPU, NodeType.CPU)
-        node["proc"][mine] = proc_index[lane_of]
-        node["dur"][mine] = dur
-        node["ms"][mine] = start
-        node["me"][mine] = start + dur
-        ctx = RankContext(t, rn, sp, ep, notes, latency)
-        for rule in RANK_RULES:
-            rule(ctx)
-        # only the rules need these per-task and per-event arrays: free them now rather than hold
-        # every rank's until the graph is done
-        rn.first_leaf_after = rn.last_leaf_within = rn.events = np.zeros(0, np.int32)
-        rn.is_gpu = np.zeros(0, bool)
-        rn.launches = None
-        # The node columns now hold what the graph needs of this rank's events; its mapped cache
-        # pages would otherwise stay resident through the replay (a quarter of its peak at 512 ranks),
-        # except those the replay reads next.
-        if release:
-            t.release_pages(keep=READ_BY_THE_REPLAY)
+
+    def one(i: int) -> _RankGraph:
+        return _rank_graph(job.ranks[i], ranks[i], node, latency, release)
+
+    # closing: a cancelled build (progress raises) stops the threads before the error goes on
+    with closing(map_in_order(one, range(len(ranks)))) as built:
+        for i, r in enumerate(built):
+            progress(0.6 * i / len(job.ranks), f"graph of rank {job.ranks[i].rank}")
+            node["proc"][r.nodes] += len(procs)  # the rank's processor ids were numbered from 0
+            procs.extend(r.procs)
+            sp.extend(r.start_deps)
+            ep.extend(r.end_deps)
+            notes.extend(r.notes)
     return procs, sp, ep, notes
+
+
+@dataclass
+class _RankGraph:
+    """What building one rank's graph gives besides its node columns."""
+
+    nodes: slice  # the rank's task nodes
+    procs: list[tuple[int, int]]  # its processors (rank, lane), numbered from 0 in its node columns
+    start_deps: EdgeList
+    end_deps: EdgeList
+    notes: list[str]
+
+
+def _rank_graph(
+    t: RankTrace, rn: RankNodes, node: dict[str, np.ndarray], latency: int, release: bool
+) -> _RankGraph:
+    """One rank: its slice of the node columns, and every per-rank rule's edges. Runs on a worker
+    thread beside other ranks: it writes only its own nodes' slice and its own edge lists."""
+    sp = EdgeList()
+    ep = EdgeList()
+    notes: list[str] = []
+    rn.first_leaf_after, rn.last_leaf_within = leaf_maps(t, rn.events, rn.node_of_event)
+    mine = slice(rn.base, rn.base + len(rn.events))
+    lane_of = t.lane[rn.events]
+    lanes_used = np.flatnonzero(np.bincount(lane_of, minlength=len(t.lanes)))  # np.unique, linear
+    proc_index = np.full(len(t.lanes), -1, np.int32)
+    proc_index[lanes_used] = np.arange(len(lanes_used))
+    start = t.start[rn.events]
+    dur = t.dur[rn.events]
+    node["rank"][mine] = t.rank
+    node["event"][mine] = rn.events
+    node["type"][mine] = np.where(rn.is_gpu, NodeType.GPU, NodeType.CPU)
+    node["proc"][mine] = proc_index[lane_of]
+    node["dur"][mine] = dur
+    node["ms"][mine] = start
+    node["me"][mine] = start + dur
+    ctx = RankContext(t, rn, sp, ep, notes, latency)
+    for rule in RANK_RULES:
+        rule(ctx)
+    # only the rules need these per-task and per-event arrays: free them now rather than hold
+    # every rank's until the graph is done
+    rn.first_leaf_after = rn.last_leaf_within = rn.events = np.zeros(0, np.int32)
+    rn.is_gpu = np.zeros(0, bool)
+    rn.launches = None
+    # The node columns now hold what the graph needs of this rank's events; its mapped cache
+    # pages would otherwise stay resident through the replay (a quarter of its peak at 512 ranks),
+    # except those the replay reads next.
+    if release:
+        t.release_pages(keep=READ_BY_THE_REPLAY)
+    return _RankGraph(mine, [(t.rank, int(ln)) for ln in lanes_used], sp, ep, notes)
 
 
 def _nodes_reached(n: int, dst: np.ndarray, where: np.ndarray | None = None) -> np.ndarray:

@@ -13,6 +13,7 @@ import os
 import re
 import time
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import closing
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +25,7 @@ from lumos_core.graph.build import build_graph
 from lumos_core.graph.model import EdgeKind, ExecutionGraph, NodeType
 from lumos_core.os_memory import release_free_heap
 from lumos_core.progress import Progress, no_progress, scaled
+from lumos_core.rank_threads import map_in_order
 from lumos_core.replay.breakdown import (
     ITERATION_DEFINITION,
     Breakdown,
@@ -230,11 +232,18 @@ def replay(
     timeline: list[RankTrace] = []
     compared: list[_Compared] = []
     release = job.pages_worth_releasing()
-    for t in job.ranks:
-        timeline.append(predicted_rank(graph, t, start, end))
-        compared.append(_compare(t, timeline[-1]))
+
+    def one(t: RankTrace) -> tuple[RankTrace, _Compared]:  # on a worker thread: reads only
+        predicted = predicted_rank(graph, t, start, end)
+        compared = _compare(t, predicted)
         if release:
             t.release_pages()  # read again from the cache if used: see build_graph
+        return predicted, compared
+
+    with closing(map_in_order(one, job.ranks)) as done:  # in rank order, as one thread makes them
+        for predicted, c in done:
+            timeline.append(predicted)
+            compared.append(c)
     ranks = [c.result for c in compared]
     if critical_paths:
         _add_critical_paths(graph, start, end, [(c.result, c.replayed) for c in compared])

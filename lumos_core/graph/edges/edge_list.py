@@ -33,6 +33,14 @@ class EdgeList:
         self.from_end.append(np.broadcast_to(np.asarray(from_end, bool), (n,)).copy())
         self.kind.append(np.full(n, int(kind), np.int8))
 
+    def extend(self, other: EdgeList) -> None:
+        """Append ``other``'s edges (a rank's, built on its own)."""
+        self.src += other.src
+        self.dst += other.dst
+        self.lag += other.lag
+        self.from_end += other.from_end
+        self.kind += other.kind
+
     def arrays(self) -> tuple[np.ndarray, ...]:
         if not self.src:
             z = np.zeros(0, np.int64)
