@@ -11,11 +11,17 @@ for 12 % more CPU time; bench/README.md), and more threads would mostly wait for
 Results come back in the order of the items, so whatever is assembled from them (edge lists, node
 ids, timelines) is the same, bit for bit, as one thread would make. The item function must only write
 what belongs to its own item.
+
+Called from a thread Python did not start (the desktop app's Qt workers), the items run in the caller,
+one after another: the app's GUI thread needs its share of the GIL to paint while the engine works, and
+starting threads from a foreign thread would register it with :mod:`threading` for good (as a "dummy"
+thread that outlives it).
 """
 
 from __future__ import annotations
 
 import os
+import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -48,7 +54,7 @@ def map_in_order(fn: Callable[[T], R], items: Iterable[T], threads: int | None =
     generator), items not started are dropped and the running ones are waited for: no thread
     outlives the call. An exception in ``fn`` is raised in the caller, at that item's turn."""
     n = thread_count() if threads is None else max(1, threads)
-    if n == 1:
+    if n == 1 or not _started_by_python():
         for item in items:
             yield fn(item)
         return
@@ -65,3 +71,10 @@ def map_in_order(fn: Callable[[T], R], items: Iterable[T], threads: int | None =
         for f in pending:
             f.cancel()
         pool.shutdown(wait=True)
+
+
+def _started_by_python() -> bool:
+    """Whether the calling thread is one :mod:`threading` knows (the main thread or one it started);
+    asked without ``threading.current_thread()``, which would register a foreign thread."""
+    me = threading.get_ident()
+    return any(t.ident == me for t in threading.enumerate())

@@ -64,11 +64,10 @@ def test_a_caller_that_stops_early_leaves_no_thread_running() -> None:
         ran.append(i)
         return i
 
-    with pytest.raises(Cancelled):
-        with closing(map_in_order(work, range(100), 2)) as results:
-            for r in results:
-                if r == 3:
-                    raise Cancelled("cancelled")
+    with pytest.raises(Cancelled), closing(map_in_order(work, range(100), 2)) as results:
+        for r in results:
+            if r == 3:
+                raise Cancelled("cancelled")
     assert not _rank_threads(), "closing must wait for the running items"
     settled = len(ran)
     time.sleep(0.03)
@@ -153,3 +152,30 @@ def test_a_cancelled_build_stops_its_threads(tmp_path: Path) -> None:
     with pytest.raises(Cancelled):
         build_graph(job, progress=progress)
     assert not _rank_threads()
+
+
+def test_a_thread_python_did_not_start_runs_the_items_itself() -> None:
+    """From a foreign thread (the app's Qt workers) no thread is started: it would register the
+    caller with threading for good, and the GUI thread needs its share of the GIL."""
+    import _thread
+
+    done = threading.Event()
+    seen: dict[str, object] = {}
+
+    def foreign() -> None:
+        try:
+            names = []
+            seen["result"] = list(
+                map_in_order(lambda i: (names.append(threading.get_ident()), i)[1], range(6), 2)
+            )
+            seen["threads"] = set(names)
+            seen["me"] = threading.get_ident()
+            seen["registered"] = any(t.ident == threading.get_ident() for t in threading.enumerate())
+        finally:
+            done.set()
+
+    _thread.start_new_thread(foreign, ())  # a thread threading knows nothing of, as a QThread is
+    assert done.wait(10)
+    assert seen["result"] == list(range(6))
+    assert seen["threads"] == {seen["me"]}
+    assert seen["registered"] is False
