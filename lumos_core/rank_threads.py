@@ -45,6 +45,14 @@ def thread_count() -> int:
     return max(1, min(os.cpu_count() or 1, MAX_THREADS))
 
 
+def share_cores(processes: int) -> None:
+    """This process is one of ``processes`` working side by side (a sweep's worker pool, a Ray task
+    with one CPU): use this process's share of the cores, so that workers times threads does not
+    exceed them (threads beyond the cores only add the GIL's switching). Sets ``LUMOS_THREADS``."""
+    share = max(1, (os.cpu_count() or 1) // max(1, processes))
+    os.environ["LUMOS_THREADS"] = str(min(share, MAX_THREADS))
+
+
 def map_in_order(fn: Callable[[T], R], items: Iterable[T], threads: int | None = None) -> Iterator[R]:
     """``fn(item)`` for every item, yielded in the items' order, computed on ``threads`` threads with
     at most two items per thread in flight (bounded memory: results wait only for the slowest item

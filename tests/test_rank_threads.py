@@ -179,3 +179,21 @@ def test_a_thread_python_did_not_start_runs_the_items_itself() -> None:
     assert seen["result"] == list(range(6))
     assert seen["threads"] == {seen["me"]}
     assert seen["registered"] is False
+
+
+@pytest.mark.parametrize(
+    ("cores", "processes", "want"), [(2, 2, 1), (2, 1, 2), (16, 16, 1), (16, 4, 2), (1, 8, 1)]
+)
+def test_processes_sharing_the_cores_use_their_share(
+    monkeypatch: pytest.MonkeyPatch, cores: int, processes: int, want: int
+) -> None:
+    """A sweep's workers (one per core) run their ranks on one thread each: workers times threads
+    stays within the cores."""
+    import os
+
+    from lumos_core.rank_threads import share_cores
+
+    monkeypatch.setattr(os, "cpu_count", lambda: cores)
+    monkeypatch.setenv("LUMOS_THREADS", "")
+    share_cores(processes)
+    assert thread_count() == want

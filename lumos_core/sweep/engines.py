@@ -29,6 +29,7 @@ from lumos_core.errors import LumosError
 from lumos_core.graph.model import ExecutionGraph
 from lumos_core.perf.profile import HardwareProfile
 from lumos_core.progress import Progress, no_progress, scaled
+from lumos_core.rank_threads import share_cores
 from lumos_core.sweep.point import GridRow, estimate_point
 from lumos_core.trace.model import Job
 from lumos_core.whatif.config import Baseline
@@ -123,10 +124,11 @@ class InProcessEngine:
 _WORKER_CONTEXT: SweepContext | None = None
 
 
-def _init_worker(payload: bytes) -> None:
+def _init_worker(payload: bytes, workers: int) -> None:
     global _WORKER_CONTEXT
     # Ctrl-C reaches the whole process group: the parent decides what stops (and keeps the rows).
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    share_cores(workers)  # a worker per core already: no per-rank threads on top
     _WORKER_CONTEXT = pickle.loads(payload)
 
 
@@ -156,11 +158,12 @@ class LocalEngine:
             return
         payload = pickle.dumps(context, protocol=pickle.HIGHEST_PROTOCOL)  # once, whatever the workers
         ctx = multiprocessing.get_context(self.start_method or process_start_method())
+        workers = min(self.workers, len(points))
         pool = cf.ProcessPoolExecutor(
-            max_workers=min(self.workers, len(points)),
+            max_workers=workers,
             mp_context=ctx,
             initializer=_init_worker,
-            initargs=(payload,),
+            initargs=(payload, workers),
         )
         finished = False
         try:
@@ -210,6 +213,7 @@ def _estimate_on_ray(ref_box: list[Any], index: int, changes: dict[str, Any]) ->
     it for every task; each worker process fetches it once and keeps it (the newest sweep's only)."""
     import ray
 
+    share_cores(os.cpu_count() or 1)  # a task per CPU (num_cpus=1): no per-rank threads on top
     ref = ref_box[0]
     key = ref.hex()
     ctx = _RAY_CACHE.get(key)
