@@ -112,6 +112,16 @@ def load_kernels() -> None:
         _LAZY.clear()
 
 
+def read_only(a: Any) -> Any:
+    """A read-only view of the array ``a`` (no copy). numba compiles a kernel once per combination of
+    argument types, and a read-only array is a type of its own. The trace cache's columns are
+    read-only, a freshly parsed rank's are not: a kernel that may receive either takes its inputs
+    through this, so it has one compiled version (and the warm-up compiles the one used)."""
+    view = a.view()
+    view.flags.writeable = False
+    return view
+
+
 def kernel(fn: F) -> F:
     """``fn`` compiled with numba (cached on disk) when available, else ``fn`` itself.
 

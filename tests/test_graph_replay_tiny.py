@@ -12,6 +12,7 @@ import pytest
 from conftest import REPO
 from tracegen import TraceBuilder, nccl_args
 
+from lumos_core import jit
 from lumos_core.errors import ConfigError, GraphError
 from lumos_core.graph.build import build_graph
 from lumos_core.replay.run import parse_scale, replay
@@ -335,3 +336,21 @@ def test_cli_replay_text_labels_its_errors_in_sample(one_stream) -> None:
     scaled = text("--scale", "^K$=2")
     assert "in-sample: mean absolute" not in scaled
     assert "scaled replay vs measured (not an accuracy figure): mean absolute" in scaled
+
+
+@pytest.mark.skipif(not jit.ENABLED, reason="numba is not installed or LUMOS_JIT=0")
+def test_parsed_and_cached_ranks_share_one_compiled_event_wait_pairing(tmp_path: Path) -> None:
+    """The cache's columns are read-only arrays, a parsed rank's are not, and numba compiles a kernel
+    per argument types: the pairing takes its inputs read-only either way, so the second source
+    compiles nothing (a compile costs seconds, on whatever thread meets it first)."""
+    from lumos_core.graph import kernels
+
+    folder = tmp_path / "job"
+    folder.mkdir()
+    _two_streams(folder, exact=False)  # writes rank0.json and parses it (writable columns)
+    parsed = load_job(folder, use_cache=True)  # parsed again, and saved to the cache
+    cached = load_job(folder, use_cache=True)  # mapped from the cache: read-only columns
+    assert not cached.ranks[0].dur.flags.writeable and parsed.ranks[0].dur.flags.writeable
+    for job in (parsed, cached, _two_streams(folder, exact=False)):
+        assert build_graph(job).edge_counts()["event_wait"] == 1
+    assert len(kernels.event_wait_pairs.signatures) == 1

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from lumos_core.jit import kernel
+from lumos_core.jit import kernel, read_only
 
 
 @kernel
@@ -558,9 +558,10 @@ def warm_up() -> None:
     i64 = np.zeros(1, np.int64)
     i32 = np.zeros(1, np.int32)
     b = np.zeros(1, bool)
-    event_wait_pairs(
-        i64, i64, b, i32, i32, i64, b, i64, i32, i32, i64, i64, i64, i64,
-        i64, i64, np.zeros(1, np.int8), i32, i64, b, b, 5, 2_000, 5_000,
+    r64, r32, rb, r8 = (read_only(a) for a in (i64, i32, b, np.zeros(1, np.int8)))
+    event_wait_pairs(  # its inputs come read-only (see edges/event_wait.py)
+        r64, r64, rb, r32, r32, r64, rb, r64, r32, r32, r64, r64, r64, r64,
+        r64, r64, r8, r32, r64, rb, rb, 5, 2_000, 5_000,
     )  # fmt: skip
     calibrate_start(i32, i32, i64, b, i64, i64, i64, 0, False)
     i8 = np.zeros(1, np.int8)

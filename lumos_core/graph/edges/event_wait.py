@@ -218,18 +218,20 @@ def event_wait_pairs(
         launch_of = t.launch[node_ev]
         launch_end = t.start[launch_of] + t.dur[launch_of]
         prev_end = previous_end_on_stream(t, node_ev)
-    i64, i32 = np.int64, np.int32
+    i64, i32, b = np.int64, np.int32, np.bool_
 
     def arr(a: np.ndarray, dtype: type) -> np.ndarray:
-        return np.ascontiguousarray(a, dtype)
+        # read-only, all of them: some are the cache's read-only columns, so one compiled version
+        return jit.read_only(np.ascontiguousarray(a, dtype))
 
     return kernels.event_wait_pairs(
-        arr(waits, i64), arr(t.lane_begin[t.lane[waits]], i64), has_exact, exact_dest, exact_src,
-        exact_rec_ts, exact_has_rec, arr(launch_ts, i64), arr(launch_lane, i32), arr(stream_lane, i32),
+        arr(waits, i64), arr(t.lane_begin[t.lane[waits]], i64), arr(has_exact, b), arr(exact_dest, i32),
+        arr(exact_src, i32), arr(exact_rec_ts, i64), arr(exact_has_rec, b), arr(launch_ts, i64),
+        arr(launch_lane, i32), arr(stream_lane, i32),
         arr(act_start, i64), arr(act_end, i64), arr(launch_end, i64),
         arr(prev_end, i64), arr(t.start, i64), arr(t.dur, i64),
-        arr(t.kind, np.int8), arr(t.lane, i32), arr(t.external_id, i64), record_mask[t.name],
-        wait_mask[t.name], int(Kind.RUNTIME), int(typical_latency), QUEUED_GAP_NS,
+        arr(t.kind, np.int8), arr(t.lane, i32), arr(t.external_id, i64), arr(record_mask[t.name], b),
+        arr(wait_mask[t.name], b), int(Kind.RUNTIME), int(typical_latency), QUEUED_GAP_NS,
     )  # fmt: skip
 
 
