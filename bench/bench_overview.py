@@ -15,6 +15,7 @@ is then built at the strip's real width and at 1000/2000 px, best and median of 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import resource
 import statistics
@@ -122,13 +123,18 @@ def tables_note(tables) -> str:  # type: ignore[no-untyped-def]
     built = getattr(tables, "n_built", None)
     if built is None:  # older code: a list, every table built at open
         return f"row tables built for {len(tables)} of {len(tables)} ranks, {sum(t.nbytes for t in tables) / 2**20:.0f} MB"
-    return f"row tables built for {built} of {len(tables)} ranks, {tables.nbytes / 2**20:.0f} MB"
+    dropped = getattr(tables, "n_dropped", None)  # older code kept every table it built
+    dropped_note = f" ({dropped} dropped to stay within the budget)" if dropped else ""
+    return (
+        f"row tables built for {built} of {len(tables)} ranks, {tables.nbytes / 2**20:.0f} MB{dropped_note}"
+    )
 
 
 def scroll_through(app, w, steps: int = 12) -> None:  # type: ignore[no-untyped-def]
-    """Every rank in rank order (no grouping), scrolled top to bottom in ``steps`` jumps: the GUI
-    thread's time per jump (the paint included; lanes without tables are drawn empty and built on a
-    worker) and how long until the lanes in view are drawn."""
+    """Every rank in rank order (no grouping), scrolled top to bottom in ``steps`` jumps (0: one
+    screen per jump, so every rank's lanes are drawn): the GUI thread's time per jump (the paint
+    included; lanes without tables are drawn empty and built on a worker) and how long until the
+    lanes in view are drawn."""
     view = w.timeline
     t = time.perf_counter()
     view.set_grouping("")
@@ -138,6 +144,8 @@ def scroll_through(app, w, steps: int = 12) -> None:  # type: ignore[no-untyped-
     )
     gui_ms, fill_ms, worst_missing = [], [], 0
     n_rows = len(view.layout_model.rows)
+    if steps <= 0:
+        steps = max(1, math.ceil((n_rows - view.visible_rows()) / max(view.visible_rows(), 1.0)))
     for k in range(1, steps + 1):
         t, c = time.perf_counter(), time.thread_time()
         view.scroll_to_row(k * (n_rows - view.visible_rows()) / steps)
@@ -241,6 +249,12 @@ def main() -> int:
     ap.add_argument("--screenshot", default="", help="save the window here after the first paint")
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument(
+        "--scroll-steps",
+        type=int,
+        default=12,
+        help="jumps of the scroll test, top to bottom (0: one screen per jump, every rank drawn)",
+    )
+    ap.add_argument(
         "--replay",
         action="store_true",
         help="also wait for the baseline replay the window starts and its overlay: RSS then",
@@ -325,7 +339,7 @@ def main() -> int:
     )
     lj = w.loaded
     print(f"after the summaries: {tables_note(lj.tables)}; RSS {rss_now() / 2**30:.2f} GiB")
-    scroll_through(app, w)
+    scroll_through(app, w, args.scroll_steps)
     strip = w.timeline.overview
     for _ in range(3):
         app.processEvents()

@@ -14,12 +14,13 @@ from app_helpers import close_window, open_in_window
 from PySide6.QtWidgets import QApplication
 from straggler_job import write_straggler_job
 
+import app.timeline.row_tables as row_tables
 from app.loaded_job import AUTO_GROUP_RANKS, FIRST_SHOWN_RANKS, first_shown
 from app.timeline.lane_data import build_row_table
 from app.timeline.overlay_data import TaskDeviations, task_deviation
 from app.timeline.overview_data import RankActivity
 from app.timeline.row_table_loader import RowTableLoader
-from app.timeline.row_tables import RowTables, row_shape, tables_end_ms
+from app.timeline.row_tables import KEEP_DRAWN_S, RowTables, row_shape, tables_end_ms
 from lumos_core.trace.kernel_families import event_families
 from lumos_core.trace.loader import load_job
 
@@ -73,6 +74,53 @@ def test_shapes_extent_and_activity_equal_the_built_tables(folder) -> None:  # t
     assert len(absent[2]) == 0 and absent.shape(2).keys == [] and len(absent[1]) == len(eager[1])
 
 
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_the_table_cache_stays_within_its_budget_and_keeps_what_was_drawn(folder) -> None:  # type: ignore[no-untyped-def]
+    job = load_job(str(folder))
+    fams = [event_families(r) for r in job.ranks]
+    eager = [build_row_table(r, f) for r, f in zip(job.ranks, fams)]
+    size = max(t.nbytes for t in eager)
+    clock = FakeClock()
+    tables = RowTables(job.ranks, fams, budget_bytes=3 * size, clock=clock)
+    kept = lambda: {i for i in range(len(tables)) if not tables.missing([i])}  # noqa: E731  (no use)
+    # scrolling through every rank, one screen a while after the other: at most the budget is kept,
+    # and what is kept is what was used last
+    for i in range(len(tables)):
+        tables.build(i)
+        clock.now += 10 * KEEP_DRAWN_S
+        assert tables.nbytes <= 3 * size
+    assert tables.n_dropped >= len(tables) - 3 and tables.n_built <= 3
+    assert kept() == set(range(len(tables) - tables.n_built, len(tables)))
+    # a table in use is kept over an older one: the painter's ready() counts as a use
+    a, b = sorted(kept())[:2]
+    assert tables.ready(a) is not None
+    clock.now += 10 * KEEP_DRAWN_S
+    tables.build(0)
+    assert a in kept() and b not in kept()
+    # a dropped table comes back identical
+    again = tables[b]
+    for col in ("start", "end", "event", "family", "begin"):
+        assert np.array_equal(getattr(again, col), getattr(eager[b], col))
+    assert again.keys == eager[b].keys and again.depths == eager[b].depths
+    # tables drawn in the last KEEP_DRAWN_S seconds are never dropped, whatever the budget (what is in
+    # view would otherwise be dropped by the build of the next screen, and asked for again)
+    tight = RowTables(job.ranks, fams, budget_bytes=1, clock=clock)
+    for i in range(6):
+        tight.build(i)
+        clock.now += KEEP_DRAWN_S / 10
+    assert tight.n_built == 6 and tight.n_dropped == 0
+    clock.now += 2 * KEEP_DRAWN_S
+    tight.build(6)
+    assert tight.n_built == 1 and tight.n_dropped == 6
+
+
 def test_only_the_first_picture_is_built_at_open(win, folder, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     import app.loaded_job as loading
 
@@ -100,7 +148,7 @@ def test_scrolling_builds_the_lanes_in_view_on_a_worker(win) -> None:  # type: i
     last = N_RANKS - 1
     first, _ = view.layout_model.group_bounds[last]
     # the last rank's table may exist only if an earlier paint asked for it ahead: drop the cache
-    lj.tables._built.pop(last, None)
+    lj.tables.drop(last)
     view.scroll_to_row(float(min(first, n_rows - view.visible_rows())))
     view.canvas.grab()
     assert view.item.last_missing > 0  # drawn empty, not built on the GUI thread
@@ -173,3 +221,29 @@ def test_predicted_deviations_equal_the_built_tables(win) -> None:  # type: igno
         devs.append(ref)
     every = np.concatenate(devs)
     assert pred.match_within() == (float(np.quantile(every, 0.99)), float(every.max()))
+
+
+def test_lanes_whose_tables_were_dropped_are_drawn_again_the_same(win, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    view, lj = win.timeline, win.loaded
+    view.set_grouping("")  # every rank, in rank order
+    view.set_prediction(None)
+    # a budget of a few tables, and what was drawn kept only briefly: scrolling through the job drops
+    # the tables of the first screen
+    monkeypatch.setattr(row_tables, "KEEP_DRAWN_S", 0.05)
+    monkeypatch.setattr(lj.tables, "budget_bytes", 4 * max(lj.tables[i].nbytes for i in range(4)))
+    for i in range(len(lj.tables)):
+        lj.tables.drop(i)
+    view.scroll_to_row(0)
+    wait_lanes(view)
+    before = view.canvas.grab().toImage()
+    n_rows, screen = len(view.layout_model.rows), max(int(view.visible_rows()), 1)
+    for top in range(0, n_rows, screen):
+        view.scroll_to_row(float(min(top, n_rows - view.visible_rows())))
+        wait_lanes(view)
+        time.sleep(0.06)
+    assert lj.tables.n_dropped > 0 and lj.tables.ready(0) is None
+    view.scroll_to_row(0)
+    view.canvas.grab()
+    assert view.item.last_missing > 0  # drawn empty while the worker builds them again
+    wait_lanes(view)
+    assert view.canvas.grab().toImage() == before

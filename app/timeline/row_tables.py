@@ -1,4 +1,4 @@
-"""Every rank's row tables, built when their lanes are first shown and kept once built.
+"""Every rank's row tables, built when their lanes are shown and kept within a memory budget.
 
 A :class:`~app.timeline.lane_data.RowTable` costs a sort and a gathered copy of the rank's drawable
 events (~1.5 ms and ~0.9 MB per rank of the 512-rank 175B job: 0.7-1.0 CPU s and 0.48 GB for all
@@ -11,6 +11,13 @@ rank has and where its last event ends, what the lane layout and the time axis n
   until it is: the view asks a worker for it, see :mod:`app.timeline.row_table_loader`);
 * ``tables[i]`` (selection, search stepping, tests): the table, built now if need be (one rank).
 
+The cache is bounded (:data:`TABLE_BUDGET_BYTES` of table columns): scrolling through every rank of
+a big job would otherwise end holding every table (0.48 GB at 512 ranks, ~4 GB at 4,096). When a
+build goes over the budget, the tables used least recently are dropped, except those drawn in the
+last :data:`KEEP_DRAWN_S` seconds (what is in view, and a screen around it, is drawn at every
+repaint, so it never flickers back to "loading"). A dropped table is built again, identical, when
+its lanes come back into view.
+
 Building is thread-safe: a worker may build while the GUI thread reads; two builds of the same rank
 keep the first. Nothing here knows Qt.
 """
@@ -19,7 +26,9 @@ from __future__ import annotations
 
 import operator
 import threading
-from collections.abc import Iterator, Sequence
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,6 +37,8 @@ from app.timeline.lane_data import RowTable, build_row_table, drawable_events, e
 from lumos_core.trace.model import RankTrace
 
 _NS_PER_MS = 1e6
+TABLE_BUDGET_BYTES = 256 * 2**20  # built tables kept per RowTables (a job's, a prediction's)
+KEEP_DRAWN_S = 2.0  # a table drawn this recently is never dropped, whatever the budget
 
 
 @dataclass
@@ -74,8 +85,12 @@ class RowTables(Sequence[RowTable]):
         families: Sequence[np.ndarray],
         shapes: list[RowShape] | None = None,
         present: Sequence[bool] | None = None,
+        budget_bytes: int = TABLE_BUDGET_BYTES,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        """``present``: ranks whose table is empty where False (a predicted job without them)."""
+        """``present``: ranks whose table is empty where False (a predicted job without them);
+        ``budget_bytes``: the table columns kept built (see the module docstring); ``clock``: seconds,
+        for what was drawn recently (the tests pass their own)."""
         self.ranks = ranks
         self.families = families
         self.present = present
@@ -85,7 +100,16 @@ class RowTables(Sequence[RowTable]):
                 for i, r in enumerate(ranks)
             ]
         self.shapes = shapes
-        self._built: dict[int, RowTable] = {}
+        self.budget_bytes = budget_bytes
+        self.clock = clock
+        # built tables, least recently used first; per rank, its size when built (the columns: the
+        # zoom pyramid a paint may add later is not counted, it is at most about as much again) and
+        # when it was last used
+        self._built: OrderedDict[int, RowTable] = OrderedDict()
+        self._size: dict[int, int] = {}
+        self._used: dict[int, float] = {}
+        self._kept_bytes = 0
+        self.n_dropped = 0  # tables dropped to stay within the budget (tests and benches)
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
@@ -101,15 +125,20 @@ class RowTables(Sequence[RowTable]):
         return (self.build(i) for i in range(len(self)))
 
     def ready(self, i: int) -> RowTable | None:
-        """The table of rank ``i`` if it is built (never builds)."""
-        return self._built.get(i)
+        """The table of rank ``i`` if it is built (never builds); counts as a use of it."""
+        with self._lock:
+            table = self._built.get(i)
+            if table is not None:
+                self._built.move_to_end(i)
+                self._used[i] = self.clock()
+            return table
 
     def shape(self, i: int) -> RowShape:
         return self.shapes[i]
 
     def build(self, i: int) -> RowTable:
         """The table of rank ``i``, built now if it is not yet (any thread)."""
-        got = self._built.get(i)
+        got = self.ready(i)
         if got is not None:
             return got
         if self.present is not None and not self.present[i]:
@@ -117,7 +146,37 @@ class RowTables(Sequence[RowTable]):
         else:
             table = build_row_table(self.ranks[i], self.families[i])
         with self._lock:
-            return self._built.setdefault(i, table)
+            kept = self._built.get(i)
+            if kept is not None:  # another thread built it meanwhile: keep the first
+                return kept
+            self._built[i] = table
+            self._size[i] = table.nbytes
+            self._used[i] = self.clock()
+            self._kept_bytes += self._size[i]
+            self._drop_over_budget()
+            return table
+
+    def drop(self, i: int) -> None:
+        """Forget rank ``i``'s table (built again when next needed)."""
+        with self._lock:
+            if self._built.pop(i, None) is not None:
+                self._kept_bytes -= self._size.pop(i)
+                del self._used[i]
+
+    def _drop_over_budget(self) -> None:
+        """Drop the least recently used tables until the kept ones fit the budget, but none drawn in
+        the last KEEP_DRAWN_S seconds (called with the lock held)."""
+        if self._kept_bytes <= self.budget_bytes:
+            return
+        recent = self.clock() - KEEP_DRAWN_S
+        while self._kept_bytes > self.budget_bytes and self._built:
+            i = next(iter(self._built))  # the least recently used
+            if self._used[i] > recent:
+                break  # it and every later one were used recently: keep them all
+            del self._built[i]
+            del self._used[i]
+            self._kept_bytes -= self._size.pop(i)
+            self.n_dropped += 1
 
     def missing(self, indices: Sequence[int]) -> list[int]:
         """Those of ``indices`` whose tables are not built yet (in order, once each)."""
@@ -131,6 +190,7 @@ class RowTables(Sequence[RowTable]):
 
     @property
     def n_built(self) -> int:
+        """Tables built and kept (dropped ones do not count)."""
         return len(self._built)
 
     @property
@@ -140,8 +200,10 @@ class RowTables(Sequence[RowTable]):
 
     @property
     def nbytes(self) -> int:
-        """Bytes held by the tables built so far."""
-        return sum(t.nbytes for t in list(self._built.values()))
+        """Bytes held by the tables kept (their columns and the zoom pyramids built so far)."""
+        with self._lock:
+            kept = list(self._built.values())
+        return sum(t.nbytes for t in kept)
 
 
 class JoinedTables(Sequence[RowTable]):
@@ -218,6 +280,8 @@ def _end_of(t: RowTable | RowShape) -> float:
 
 
 __all__ = [
+    "KEEP_DRAWN_S",
+    "TABLE_BUDGET_BYTES",
     "JoinedTables",
     "RowShape",
     "RowTables",
