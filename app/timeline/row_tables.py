@@ -102,9 +102,9 @@ class RowTables(Sequence[RowTable]):
         self.shapes = shapes
         self.budget_bytes = budget_bytes
         self.clock = clock
-        # built tables, least recently used first; per rank, its size when built (the columns: the
-        # zoom pyramid a paint may add later is not counted, it is at most about as much again) and
-        # when it was last used
+        # built tables, least recently used first; per rank, its size when built (its columns; the
+        # zoom pyramids a paint may add later, only for rows of PYRAMID_MIN_EVENTS or more and only
+        # at the zoom levels shown, are not counted) and when it was last used
         self._built: OrderedDict[int, RowTable] = OrderedDict()
         self._size: dict[int, int] = {}
         self._used: dict[int, float] = {}
