@@ -51,3 +51,54 @@ def test_float_times_keep_their_ns_fractions(tmp_path: Path) -> None:
     assert sorted(rank.start.tolist()) == [999, 1250]
     assert sorted(rank.dur.tolist()) == [500, 1000]
     assert rank.raw_shift_ns == 999_000
+
+
+def test_shifting_a_rank_never_moves_one_that_shares_its_columns(tmp_path: Path) -> None:
+    """A predicted timeline is the measured rank with new start/dur (``dataclasses.replace``): it
+    shares the flow, instant and memory times and the iteration windows. Moving one of the two must
+    leave the other where it is; only the loader, on ranks it just made, moves columns in place."""
+    import dataclasses
+
+    from lumos_core.trace.memory import MemoryRecords
+
+    events = [
+        {
+            "ph": "X",
+            "cat": "user_annotation",
+            "name": "ProfilerStep#1",
+            "pid": 1,
+            "tid": 1,
+            "ts": 5,
+            "dur": 30,
+        },
+        {"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, "tid": 1, "ts": 10, "dur": 5},
+    ]
+    (tmp_path / "rank0.json").write_bytes(orjson.dumps({"traceEvents": events}))
+    rank = parse_trace_file(tmp_path / "rank0.json")
+    assert rank.iterations
+    mem = MemoryRecords.empty()
+    rank.memory = dataclasses.replace(mem, ts=np.array([12_000, 22_000], np.int64))
+    rank.instant_ts = np.array([15_000], np.int64)
+    predicted = dataclasses.replace(rank, start=rank.start.copy(), dur=rank.dur.copy())
+    assert predicted.memory is rank.memory and predicted.instant_ts is rank.instant_ts
+    before = {
+        k: np.array(v)
+        for k, v in (("start", rank.start), ("instant", rank.instant_ts), ("memory", rank.memory.ts))
+    }
+    windows = [(it.cpu_start, it.cpu_end) for it in rank.iterations]
+
+    predicted.shift(1_000)
+    assert np.array_equal(predicted.start, before["start"] + 1_000)
+    assert np.array_equal(predicted.instant_ts, before["instant"] + 1_000)
+    assert np.array_equal(predicted.memory.ts, before["memory"] + 1_000)
+    assert np.array_equal(rank.start, before["start"]) and np.array_equal(rank.instant_ts, before["instant"])
+    assert np.array_equal(rank.memory.ts, before["memory"])
+    assert [(it.cpu_start, it.cpu_end) for it in rank.iterations] == windows
+
+    # in place (the loader's way): the same arrays, moved; a read-only column is copied instead
+    own = rank.instant_ts
+    rank.start = rank.start.copy()
+    rank.start.flags.writeable = False
+    rank.shift(-7, in_place=True)
+    assert rank.instant_ts is own and np.array_equal(own, before["instant"] - 7)
+    assert rank.start.flags.writeable and np.array_equal(rank.start, before["start"] - 7)

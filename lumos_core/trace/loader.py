@@ -161,7 +161,7 @@ def load_job(
     if align_clocks and alignment.applied:
         for t in job.ranks:
             t.clock_offset_ns = alignment.offsets_ns.get(t.rank, 0)
-            t.shift(t.clock_offset_ns)
+            t.shift(t.clock_offset_ns, in_place=True)
         _rebase(job)
     if job.pages_worth_releasing():  # the cache's time columns shift replaced: nothing reads them
         for t in job.ranks:
@@ -384,7 +384,7 @@ def _put_on_common_time_base(job: Job) -> None:
         )
     job.origin_ns = origin
     for t in job.ranks:
-        t.shift(t.raw_shift_ns - origin)
+        t.shift(t.raw_shift_ns - origin, in_place=True)
 
 
 def _rebase(job: Job) -> None:
@@ -392,7 +392,7 @@ def _rebase(job: Job) -> None:
     first = min(t.first_start for t in job.ranks if len(t))
     if first != 0:
         for t in job.ranks:
-            t.shift(-first)
+            t.shift(-first, in_place=True)
         job.origin_ns += first
 
 

@@ -381,14 +381,24 @@ class RankTrace:
     def is_synthetic(self) -> bool:
         return bool(self.metadata.get("lumos_synthetic"))
 
-    def shift(self, delta_ns: int) -> None:
-        """Move every timestamp of this rank by ``delta_ns`` (used to put ranks on one time base)."""
+    def shift(self, delta_ns: int, in_place: bool = False) -> None:
+        """Move every timestamp of this rank by ``delta_ns`` (used to put ranks on one time base).
+
+        The time columns become new arrays, and the memory records and iteration windows new
+        objects: a rank made from another with ``dataclasses.replace`` (a predicted timeline) shares
+        them, and moving one must not move the other. ``in_place``: the caller made this rank and
+        nothing else holds its columns (the loader): writable columns are then moved where they are,
+        without a copy of each (a column of the cache's read-only mapping is still copied)."""
         if delta_ns == 0:
             return
-        self.start = _shifted(self.start, delta_ns)
-        self.flow_ts = _shifted(self.flow_ts, delta_ns)
-        self.instant_ts = _shifted(self.instant_ts, delta_ns)
-        self.memory.ts = _shifted(self.memory.ts, delta_ns)
+        self.start = _shifted(self.start, delta_ns, in_place)
+        self.flow_ts = _shifted(self.flow_ts, delta_ns, in_place)
+        self.instant_ts = _shifted(self.instant_ts, delta_ns, in_place)
+        ts = _shifted(self.memory.ts, delta_ns, in_place)
+        self.memory = self.memory if in_place else dataclasses.replace(self.memory)
+        self.memory.ts = ts
+        if not in_place:
+            self.iterations = [dataclasses.replace(it) for it in self.iterations]
         for it in self.iterations:
             it.cpu_start += delta_ns
             it.cpu_end += delta_ns
@@ -436,10 +446,10 @@ class RankTrace:
         return int(self.start.min()), int((self.start + self.dur).max())
 
 
-def _shifted(times: np.ndarray, delta_ns: int) -> np.ndarray:
-    """``times + delta_ns``: in place for an array of its own; a new array for a view of the cache
-    file's mapping, which is read-only (see ``trace/cache.py``)."""
-    if mapping_of(times) is not None:
+def _shifted(times: np.ndarray, delta_ns: int, in_place: bool) -> np.ndarray:
+    """``times + delta_ns``: in place where asked and possible, else a new array (always for a view of
+    the cache file's mapping, which is read-only: see ``trace/cache.py``)."""
+    if not in_place or not times.flags.writeable or mapping_of(times) is not None:
         return times + delta_ns
     times += delta_ns
     return times
