@@ -235,10 +235,10 @@ def replay(
 
     def one(t: RankTrace) -> tuple[RankTrace, _Compared]:  # on a worker thread: reads only
         predicted = predicted_rank(graph, t, start, end)
-        compared = _compare(t, predicted)
+        against = _compare(t, predicted)
         if release:
             t.release_pages()  # read again from the cache if used: see build_graph
-        return predicted, compared
+        return predicted, against
 
     with closing(map_in_order(one, job.ranks)) as done:  # in rank order, as one thread makes them
         for predicted, c in done:
