@@ -1,0 +1,66 @@
+"""The scale benchmark's targets table marks each engine target met or not from the figures it
+measured: a target it cannot fail would hide a regression, so both verdicts are checked here on
+made-up rows (no job is run)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[1] / "bench" / "bench_scale.py"
+
+
+def _bench(monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    monkeypatch.syspath_prepend(str(BENCH.parent))  # the benchmarks import their helpers as scripts do
+    spec = importlib.util.spec_from_file_location("bench_scale_under_test", BENCH)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, module)  # its dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def _row(b, tasks: int, wall: float, pipeline: float, rss: int, sim: float, est_wall: float = 1.0) -> dict:  # type: ignore[no-untyped-def]
+    cached = b.Run(
+        wall=wall, rss=rss, out={"simulate_seconds": sim, "timings": {"pipeline": {"wall_s": pipeline}}}
+    )
+    return {
+        "tasks": tasks,
+        "cached": cached,
+        "estimate": b.Run(wall=est_wall),
+        "cached_walls": [wall, wall + 0.1],
+    }
+
+
+def test_targets_mark_met_and_missed(monkeypatch: pytest.MonkeyPatch) -> None:
+    b = _bench(monkeypatch)
+    m = 1_000_000
+    rows = {
+        # 64 ranks: the whole command just under 1 M tasks/s, the pipeline over it; 400 B/task
+        "64": _row(b, m, wall=1.1, pipeline=0.9, rss=400 * m, sim=0.05),
+        # 512 ranks: everything within the targets but the estimate (31 s > 30 s)
+        "512": _row(b, 15 * m, wall=10.0, pipeline=9.0, rss=200 * 15 * m, sim=0.5, est_wall=31.0),
+    }
+    sizes = [("64", m, 400 * m), ("512", 15 * m, 200 * 15 * m)]
+    text = b.targets(rows, sizes)
+    line64 = next(line for line in text.splitlines() if line.strip().startswith("64 "))
+    line512 = next(line for line in text.splitlines() if line.strip().startswith("512 "))
+    assert "whole command 0.91 M tasks/s NOT met" in line64
+    assert "in-process 1.11 met" in line64
+    assert "peak/tasks 400 B NOT met" in line64
+    assert "simulation 20.0 met" in line64
+    # (15 M x 200 - 1 M x 400) / 14 M extra tasks = 186 B per extra task
+    assert "per extra task 186 B met" in line512
+    assert "wall 10.0 s met" in line512
+    assert "peak 3.00 GB met" in line512
+    assert "estimate --dp 16 31.0 s NOT met" in line512
+    assert "cached walls 10.00-10.10 s over 2 runs" in line512
+
+
+def test_targets_report_a_failed_job(monkeypatch: pytest.MonkeyPatch) -> None:
+    b = _bench(monkeypatch)
+    text = b.targets({"256": {"error": "killed at 8.1 GiB after 90 s"}}, [])
+    assert "256  killed at 8.1 GiB" in text
