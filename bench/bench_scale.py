@@ -20,7 +20,9 @@ Targets: end to end >= 1 M tasks/s on 2 cores and <= 250 B/task; the 512-rank 17
 <= 8 GB; ``estimate --dp 16`` on it <= 30 s. A closing table marks each met or not for the current
 code, under both readings of "end to end" (the whole command, and the in-process pipeline from the
 cached load to the report) and of bytes per task (peak RSS / tasks, and the cost of each extra task).
-``--repeat N`` runs each cached replay N times and shows the median (peak RSS: the largest).
+``--repeat N`` runs each cached replay N times and shows the median (peak RSS: the largest). The
+table sets apart the runtime floor, measured in the same run: the same command on an 8-rank job of
+~4 k tasks (interpreter, imports, numba and its compiled kernels, exit), and what each job costs above it.
 
 Then, for the jobs in ``--parse-jobs`` (default 512), the cold parse alone (``load_job`` into an empty
 cache folder, each in a fresh process): the local engine (default workers) and ``--engine ray``
@@ -60,6 +62,10 @@ JOBS = {
     "64": ("gpt3-15b", ["--tp", "8", "--pp", "4", "--dp", "2", "--microbatches", "8"]),
     "256": ("gpt3-15b", ["--tp", "8", "--pp", "4", "--dp", "8", "--microbatches", "8"]),
     "512": ("gpt3-175b", ["--tp", "8", "--pp", "8", "--dp", "8"]),
+    # The runtime floor: the same command on a job of a few thousand tasks (8 ranks, 2 layers) costs
+    # what every run pays before its first task: the interpreter, the imports, numba and the loading
+    # of its compiled kernels, the exit. Not one of --jobs: measured once per run, with the current code.
+    "floor": ("gpt3-15b", ["--layers", "2", "--tp", "2", "--pp", "2", "--dp", "2", "--microbatches", "2"]),
 }
 
 
@@ -82,7 +88,10 @@ def synth(name: str) -> Path:
     if not done.exists():
         if folder.exists():
             shutil.rmtree(folder)
-        print(f"synthesising the {name}-rank job into {folder} (once) ...", flush=True)
+        print(
+            f"synthesising the {name if name == 'floor' else name + '-rank'} job into {folder} (once) ...",
+            flush=True,
+        )
         cmd = [sys.executable, "-m", "lumos_core", "synth", str(folder), "--model", model, *extra]
         subprocess.run(cmd, check=True, cwd=REPO, stdout=subprocess.DEVNULL)
         done.write_text("ok")
@@ -276,12 +285,46 @@ SIM_TARGET = 10e6  # tasks/s of the simulation alone
 WALL_512_S, RSS_512 = 60.0, 8 * 10**9  # the 512-rank 175B job end to end
 
 
-def targets(rows: dict[str, dict], sizes: list[tuple[str, int, int]]) -> str:
+def measure_floor(code: Path, max_bytes: int, timeout: float, repeat: int) -> Run:
+    """The cached replay of the floor job (see ``JOBS``), the median of ``repeat`` runs (at least 3;
+    peak RSS: the largest); its ``out`` holds the tasks."""
+    job = synth("floor")
+    cache = ROOT / "cache" / "floor"
+    shutil.rmtree(cache, ignore_errors=True)
+    replay_args = ["replay", str(job), "--json", "-q", "--no-holdout"]
+    first = run_cli(code, replay_args, cache, max_bytes, timeout)  # parses and fills the cache: untimed
+    if first.error:
+        return first
+    runs = [run_cli(code, replay_args, cache, max_bytes, timeout) for _ in range(max(repeat, 3))]
+    shutil.rmtree(cache, ignore_errors=True)
+    bad = [r for r in runs if r.error]
+    if bad:
+        return bad[0]
+    runs.sort(key=lambda r: r.wall)
+    floor = runs[(len(runs) - 1) // 2]
+    floor.rss = max(r.rss for r in runs)
+    return floor
+
+
+def floor_line(floor: Run) -> str:
+    if floor.error:
+        return f"runtime floor: {floor.error}"
+    n = (floor.out or {}).get("tasks", 0)
+    return (
+        f"runtime floor (the same cached `lumos replay` of an 8-rank job of {n:,} tasks, median): "
+        f"{floor.wall:.2f} s wall, {floor.cpu:.2f} CPU s, peak {floor.rss / 2**20:.0f} MiB"
+    )
+
+
+def targets(rows: dict[str, dict], sizes: list[tuple[str, int, int]], floor: Run | None = None) -> str:
     """The issue's engine targets against the current code's figures, job by job, under both
     readings of "end to end": the whole command (process start to exit, the interpreter, imports and
     numba's loading of the compiled kernels included) and the in-process pipeline the target names
     (cached load -> graph -> simulate -> critical path -> breakdowns -> report); and peak memory both
-    as peak RSS / tasks and as the cost of each extra task (the slope between jobs)."""
+    as peak RSS / tasks and as the cost of each extra task (the slope between jobs). With the runtime
+    ``floor`` (see :func:`measure_floor`): what the whole command costs above it, per task, and what
+    the floor alone is at each job's tasks (a whole-command target the floor uses up cannot be met by
+    the engine, only by a lighter runtime)."""
 
     def mark(ok: bool) -> str:
         return "met" if ok else "NOT met"
@@ -316,6 +359,13 @@ def targets(rows: dict[str, dict], sizes: list[tuple[str, int, int]]) -> str:
             est = row["estimate"]
             if not est.error:
                 parts.append(f"estimate --dp 16 {est.wall:.1f} s {mark(est.wall <= ESTIMATE_TARGET_S)}")
+        if floor is not None and not floor.error and cached.wall > floor.wall:
+            parts.append(
+                f"above the runtime floor {n / (cached.wall - floor.wall) / 1e6:.2f} M tasks/s, "
+                f"{(cached.rss - floor.rss) / max(n, 1):.0f} B/task (the floor alone: "
+                f"{floor.wall / (n / RATE_TARGET):.0%} of the time and {floor.rss / max(n, 1) / BYTES_TARGET:.0%} "
+                "of the memory the targets allow this job)"
+            )
         walls = row.get("cached_walls") or []
         spread = (
             f" (cached walls {min(walls):.2f}-{max(walls):.2f} s over {len(walls)} runs)"
@@ -441,7 +491,9 @@ def main() -> None:
     for label, measured in sizes.items():
         print(linearity(label, measured), flush=True)
     if after_rows:
-        print(targets(after_rows, sizes.get("after", [])), flush=True)
+        floor = measure_floor(REPO, max_bytes, args.timeout, args.repeat)
+        print("\n" + floor_line(floor), flush=True)
+        print(targets(after_rows, sizes.get("after", []), floor), flush=True)
     parse_names = [n.strip() for n in args.parse_jobs.split(",") if n.strip()]
     if parse_names:
         print("\ncold parse (load_job into an empty cache folder, fresh process per run):", flush=True)

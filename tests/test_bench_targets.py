@@ -64,3 +64,16 @@ def test_targets_report_a_failed_job(monkeypatch: pytest.MonkeyPatch) -> None:
     b = _bench(monkeypatch)
     text = b.targets({"256": {"error": "killed at 8.1 GiB after 90 s"}}, [])
     assert "256  killed at 8.1 GiB" in text
+
+
+def test_targets_set_the_runtime_floor_apart(monkeypatch: pytest.MonkeyPatch) -> None:
+    b = _bench(monkeypatch)
+    m = 1_000_000
+    rows = {"64": _row(b, m, wall=1.1, pipeline=0.9, rss=400 * m, sim=0.05)}
+    floor = b.Run(wall=0.5, rss=150 * m, out={"tasks": 4_000})
+    text = b.targets(rows, [], floor)
+    # 1 M tasks in 1.1 - 0.5 s; (400 - 150) MB / 1 M tasks; the floor is 0.5 s of the 1 s and
+    # 150 of the 250 MB that 1 M tasks may take
+    assert "above the runtime floor 1.67 M tasks/s, 250 B/task" in text
+    assert "the floor alone: 50% of the time and 60% of the memory" in text
+    assert "0.50 s wall" in b.floor_line(floor) and "4,000 tasks" in b.floor_line(floor)
