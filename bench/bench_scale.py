@@ -22,7 +22,9 @@ code, under both readings of "end to end" (the whole command, and the in-process
 cached load to the report) and of bytes per task (peak RSS / tasks, and the cost of each extra task).
 ``--repeat N`` runs each cached replay N times and shows the median (peak RSS: the largest). The
 table sets apart the runtime floor, measured in the same run: the same command on an 8-rank job of
-~4 k tasks (interpreter, imports, numba and its compiled kernels, exit), and what each job costs above it.
+~4 k tasks (interpreter, imports, numba and its compiled kernels, exit), and what each job costs above it;
+for the smallest job it adds the bytes of the execution graph's own arrays, the least the job needs
+beside the floor.
 
 Then, for the jobs in ``--parse-jobs`` (default 512), the cold parse alone (``load_job`` into an empty
 cache folder, each in a fresh process): the local engine (default workers) and ``--engine ray``
@@ -183,8 +185,31 @@ def _supports(code: Path, option: str) -> bool:
     return option in out.stdout
 
 
+GRAPH_BYTES = """
+import dataclasses, json, sys
+import numpy as np
+from lumos_core.graph.build import build_graph
+from lumos_core.trace.loader import load_job
+graph = build_graph(load_job(sys.argv[1]))
+total = 0
+for f in dataclasses.fields(graph):
+    v = getattr(graph, f.name)
+    arrays = [v] if isinstance(v, np.ndarray) else list(v.values()) if isinstance(v, dict) else []
+    total += sum(a.nbytes for a in arrays if isinstance(a, np.ndarray))
+print(json.dumps({'graph_bytes': total, 'nodes': int(graph.n_nodes)}))
+"""
+
+
 def measure(
-    code: Path, label: str, job: Path, name: str, max_bytes: int, timeout: float, keep: bool, repeat: int = 1
+    code: Path,
+    label: str,
+    job: Path,
+    name: str,
+    max_bytes: int,
+    timeout: float,
+    keep: bool,
+    repeat: int = 1,
+    graph_bytes: bool = False,
 ) -> dict:
     cache = ROOT / "cache" / f"{label}-{name}"
     reuse = keep and (cache / "ranks").is_dir() and any((cache / "ranks").iterdir())
@@ -215,9 +240,14 @@ def measure(
     cached = runs[(len(runs) - 1) // 2]
     cached.rss = max(r.rss for r in runs)
     est = run_cli(code, ["estimate", str(job), "--dp", "16", "--json", "-q"], cache, max_bytes, timeout)
+    # the bytes of the execution graph's own arrays (from the cache filled above): what the job needs
+    # at the least, beside the runtime floor (see :func:`targets`)
+    graph = run_py(code, GRAPH_BYTES, [str(job)], cache, max_bytes, timeout) if graph_bytes else None
     if not keep:
         shutil.rmtree(cache, ignore_errors=True)
     row = {"cold": cold, "cached": cached, "estimate": est, "cached_walls": [r.wall for r in runs]}
+    if graph is not None and not graph.error and graph.out:
+        row["graph_bytes"] = graph.out["graph_bytes"]
     row["tasks"] = cached.out["tasks"] if cached.out else 0
     return row
 
@@ -289,7 +319,7 @@ def measure_floor(code: Path, max_bytes: int, timeout: float, repeat: int) -> Ru
     """The cached replay of the floor job (see ``JOBS``), the median of ``repeat`` runs (at least 3;
     peak RSS: the largest); its ``out`` holds the tasks."""
     job = synth("floor")
-    cache = ROOT / "cache" / "floor"
+    cache = ROOT / "cache" / "runtime-floor"
     shutil.rmtree(cache, ignore_errors=True)
     replay_args = ["replay", str(job), "--json", "-q", "--no-holdout"]
     first = run_cli(code, replay_args, cache, max_bytes, timeout)  # parses and fills the cache: untimed
@@ -365,6 +395,14 @@ def targets(rows: dict[str, dict], sizes: list[tuple[str, int, int]], floor: Run
                 f"{(cached.rss - floor.rss) / max(n, 1):.0f} B/task (the floor alone: "
                 f"{floor.wall / (n / RATE_TARGET):.0%} of the time and {floor.rss / max(n, 1) / BYTES_TARGET:.0%} "
                 "of the memory the targets allow this job)"
+            )
+        if floor is not None and not floor.error and "graph_bytes" in row:
+            budget = BYTES_TARGET * n
+            both = floor.rss + row["graph_bytes"]
+            parts.append(
+                f"the graph's own arrays {row['graph_bytes'] / 2**20:.1f} MiB ({row['graph_bytes'] / max(n, 1):.0f} "
+                f"B/task): with the floor {both / 2**20:.0f} MiB, {both / budget:.0%} of the {budget / 2**20:.0f} MiB "
+                "that 250 B/task allows"
             )
         walls = row.get("cached_walls") or []
         spread = (
@@ -479,7 +517,18 @@ def main() -> None:
                     f"{per_task[label] * expected / 2**30:.1f} GiB > {args.max_gb:g} GiB (does not fit)"
                 )
             else:
-                row = measure(code, label, job, name, max_bytes, args.timeout, args.keep_cache, args.repeat)
+                first = label == "after" and not after_rows  # the smallest job: its graph's bytes too
+                row = measure(
+                    code,
+                    label,
+                    job,
+                    name,
+                    max_bytes,
+                    args.timeout,
+                    args.keep_cache,
+                    args.repeat,
+                    graph_bytes=first,
+                )
                 if label == "after":
                     after_rows[name] = row
                 if "error" not in row:

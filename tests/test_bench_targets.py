@@ -70,10 +70,13 @@ def test_targets_set_the_runtime_floor_apart(monkeypatch: pytest.MonkeyPatch) ->
     b = _bench(monkeypatch)
     m = 1_000_000
     rows = {"64": _row(b, m, wall=1.1, pipeline=0.9, rss=400 * m, sim=0.05)}
+    rows["64"]["graph_bytes"] = 100 * m
     floor = b.Run(wall=0.5, rss=150 * m, out={"tasks": 4_000})
     text = b.targets(rows, [], floor)
     # 1 M tasks in 1.1 - 0.5 s; (400 - 150) MB / 1 M tasks; the floor is 0.5 s of the 1 s and
     # 150 of the 250 MB that 1 M tasks may take
     assert "above the runtime floor 1.67 M tasks/s, 250 B/task" in text
     assert "the floor alone: 50% of the time and 60% of the memory" in text
+    # the floor and the graph: 250 of the 250 MB
+    assert "the graph's own arrays 95.4 MiB (100 B/task): with the floor 238 MiB, 100% of the 238 MiB" in text
     assert "0.50 s wall" in b.floor_line(floor) and "4,000 tasks" in b.floor_line(floor)
