@@ -37,6 +37,7 @@ from lumos_core.replay import kernels as replay_kernels
 from lumos_core.replay.breakdown import iteration_windows
 from lumos_core.replay.run import critical_path, critical_path_reference, replay
 from lumos_core.replay.simulate import simulate, simulate_reference
+from lumos_core.replay.timeline import place_in_gap_numpy
 from lumos_core.synth import ModelSpec, SynthConfig, synthesize
 from lumos_core.trace.loader import load_job
 
@@ -269,6 +270,56 @@ def test_critical_walk_compiled_equals_its_python_form(g: SimpleNamespace, windo
     for got in (replay_kernels.critical_walk(*args), replay_kernels.critical_walk(*narrow)):
         for a, b in zip(got, ref):
             assert np.array_equal(a, b)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, 60), st.integers(1, 12), st.integers(0, 2**32 - 1), st.sampled_from([10, 10**6, 2**40]))
+def test_gap_placement_compiled_equals_numpy(n: int, n_tasks: int, seed: int, span: int) -> None:
+    """Placing a timeline's other events between its replayed tasks: the kernel, its Python form and
+    the numpy expression it replaced give the same times, for points before, between (in gaps that
+    grew, shrank, vanished or overlap) and after the tasks."""
+    rng = np.random.default_rng(seed)
+    ms = np.sort(rng.integers(0, span, n_tasks))
+    me = ms + rng.integers(0, span // 4 + 1, n_tasks)
+    order_e = np.argsort(me, kind="stable")
+    me_sorted = me[order_e]
+    ns = ms + rng.integers(-span // 8, span // 2 + 1, n_tasks)  # moved either way
+    ne_sorted = (ns + rng.integers(0, span // 4 + 1, n_tasks))[order_e]
+    x = rng.integers(-span // 4, span + span // 4 + 1, n)
+    nxt = np.searchsorted(ms, x, side="left")
+    prv = np.searchsorted(me_sorted, x, side="right") - 1
+    args = (
+        x,
+        np.minimum(nxt, n_tasks - 1),
+        np.maximum(prv, 0),
+        nxt < n_tasks,
+        prv >= 0,
+        ms,
+        ns,
+        me_sorted,
+        ne_sorted,
+    )
+    ref = place_in_gap_numpy(*args)
+    for got in (replay_kernels.place_in_gap(*args), replay_kernels.place_in_gap.py_func(*args)):
+        assert got.dtype == np.int64 and np.array_equal(got, ref)
+
+
+def test_gap_placement_rounds_half_to_even_like_numpy() -> None:
+    """A point a third or a half of the way through a gap stretched to an odd length lands where
+    numpy's float64 fraction and round-half-to-even put it."""
+    ms, ns = np.array([10, 100]), np.array([10, 103])  # the gap 20..100 becomes 20..103
+    me_sorted, ne_sorted = np.array([20, 110]), np.array([20, 113])
+    x = np.array([21, 40, 60, 61, 99])
+    args = (x, np.ones(5, np.int64), np.zeros(5, np.int64), np.ones(5, bool), np.ones(5, bool))
+    ref = place_in_gap_numpy(*args, ms, ns, me_sorted, ne_sorted)
+    assert np.array_equal(replay_kernels.place_in_gap(*args, ms, ns, me_sorted, ne_sorted), ref)
+    assert ref.tolist() == [
+        21,
+        41,
+        62,
+        63,
+        102,
+    ]  # 20 + rint(frac * 83): 1.0375, 20.75, 41.5, 42.5375, 81.9625
 
 
 def test_csr_pointers_narrow_to_int32_only_while_the_edges_fit() -> None:

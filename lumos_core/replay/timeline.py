@@ -12,6 +12,7 @@ import dataclasses
 import numpy as np
 
 from lumos_core.graph.model import ExecutionGraph
+from lumos_core.replay.kernels import place_in_gap
 from lumos_core.trace.model import RankTrace
 from lumos_core.trace.rank_analysis import find_iterations
 
@@ -126,7 +127,7 @@ def _map_into_lane_gaps(
     has_p = prv >= lo
     k = np.minimum(nxt, hi - 1)
     j = np.maximum(prv, lo)
-    return _place_in_gap(x, k, j, has_n, has_p, ms, ns, me_sorted, ne_sorted)
+    return place_in_gap(x, k, j, has_n, has_p, ms, ns, me_sorted, ne_sorted)
 
 
 def _move_with_tasks_by_lane(
@@ -174,10 +175,10 @@ def _map_into_gaps(
     has_p = prv >= 0
     k = np.minimum(nxt, len(ms) - 1)
     j = np.maximum(prv, 0)
-    return _place_in_gap(x, k, j, has_n, has_p, ms, ns, me_sorted, ne_sorted)
+    return place_in_gap(x, k, j, has_n, has_p, ms, ns, me_sorted, ne_sorted)
 
 
-def _place_in_gap(
+def place_in_gap_numpy(
     x: np.ndarray,
     k: np.ndarray,
     j: np.ndarray,
@@ -190,7 +191,10 @@ def _place_in_gap(
 ) -> np.ndarray:
     """New times of points ``x`` given the next task ``k`` to start (valid where ``has_n``) and the
     last task ``j`` ended (valid where ``has_p``): moved with the next task, else with the previous
-    one, and interpolated across the gap where both exist and the gap is real."""
+    one, and interpolated across the gap where both exist and the gap is real.
+
+    The numpy form of :func:`lumos_core.replay.kernels.place_in_gap`, which the replay runs (one
+    pass, no temporaries); kept as the reference the tests compare the kernel with."""
     by_next = x + (ns[k] - ms[k])
     by_prev = x + (ne_sorted[j] - me_sorted[j])
     out = np.where(has_n, by_next, by_prev)
