@@ -486,6 +486,9 @@ def main() -> None:
     args = ap.parse_args()
     max_bytes = int(args.max_gb * 2**30)
     names = [n.strip() for n in args.jobs.split(",") if n.strip()]
+    unknown = [n for n in names if n not in ("64", "256", "512")]  # "floor" is measured on its own
+    if unknown:
+        ap.error(f"--jobs: unknown job(s) {', '.join(unknown)} (choose from 64, 256, 512)")
     codes = [("after", REPO)]
     if not args.no_baseline:
         codes.append(("before", baseline_tree(args.baseline_ref)))
