@@ -200,6 +200,14 @@ print(json.dumps({'graph_bytes': total, 'nodes': int(graph.n_nodes)}))
 """
 
 
+def median_run(runs: list[Run]) -> Run:
+    """The median of ``runs`` by wall time stands for them (this machine's speed varies from run to
+    run); its peak RSS is raised to the largest of them, so memory is never understated."""
+    median = sorted(runs, key=lambda r: r.wall)[(len(runs) - 1) // 2]
+    median.rss = max(r.rss for r in runs)
+    return median
+
+
 def measure(
     code: Path,
     label: str,
@@ -234,11 +242,7 @@ def measure(
         if cached.error:
             return {"error": cached.error}
         runs.append(cached)
-    # The median run by wall time stands for the code (this machine's speed varies from run to run);
-    # its peak RSS is raised to the largest of the runs, so memory is never understated.
-    runs.sort(key=lambda r: r.wall)
-    cached = runs[(len(runs) - 1) // 2]
-    cached.rss = max(r.rss for r in runs)
+    cached = median_run(runs)
     est = run_cli(code, ["estimate", str(job), "--dp", "16", "--json", "-q"], cache, max_bytes, timeout)
     # the bytes of the execution graph's own arrays (from the cache filled above): what the job needs
     # at the least, beside the runtime floor (see :func:`targets`)
@@ -330,10 +334,7 @@ def measure_floor(code: Path, max_bytes: int, timeout: float, repeat: int) -> Ru
     bad = [r for r in runs if r.error]
     if bad:
         return bad[0]
-    runs.sort(key=lambda r: r.wall)
-    floor = runs[(len(runs) - 1) // 2]
-    floor.rss = max(r.rss for r in runs)
-    return floor
+    return median_run(runs)
 
 
 def floor_line(floor: Run) -> str:

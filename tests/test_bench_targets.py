@@ -80,3 +80,10 @@ def test_targets_set_the_runtime_floor_apart(monkeypatch: pytest.MonkeyPatch) ->
     # the floor and the graph: 250 of the 250 MB
     assert "the graph's own arrays 95.4 MiB (100 B/task): with the floor 238 MiB, 100% of the 238 MiB" in text
     assert "0.50 s wall" in b.floor_line(floor) and "4,000 tasks" in b.floor_line(floor)
+
+
+def test_the_median_run_stands_for_repeats_with_the_largest_peak(monkeypatch: pytest.MonkeyPatch) -> None:
+    b = _bench(monkeypatch)
+    runs = [b.Run(wall=3.0, rss=10), b.Run(wall=1.0, rss=30), b.Run(wall=2.0, rss=20)]
+    median = b.median_run(runs)
+    assert median.wall == 2.0 and median.rss == 30
