@@ -26,6 +26,12 @@ table sets apart the runtime floor, measured in the same run: the same command o
 for the smallest job it adds the bytes of the execution graph's own arrays, the least the job needs
 beside the floor.
 
+The machine is probed at the start and after the jobs (``machine_state.py``, in a fresh process):
+what a page of fresh memory costs to touch, what it costs touched again, and a fixed Python loop.
+Where fresh memory costs many times more (a VM whose host takes freed memory back), the table adds
+each job's system time, where that charge lands: such a run's speed figures are the machine's, not
+the code's.
+
 Then, for the jobs in ``--parse-jobs`` (default 512), the cold parse alone (``load_job`` into an empty
 cache folder, each in a fresh process): the local engine (default workers) and ``--engine ray``
 (a local Ray instance) with 1 and with 2 workers, in s per GiB of JSON beside the floor measured in
@@ -55,6 +61,7 @@ from pathlib import Path
 
 import orjson
 from common import REPO
+from machine_state import MachineState, probe
 
 # The commit before the compiled graph kernels: the "before" column.
 DEFAULT_BASELINE = "ddefb65"
@@ -75,6 +82,7 @@ JOBS = {
 class Run:
     wall: float = 0.0
     cpu: float = 0.0  # user + system seconds of the command (and the workers it waited for)
+    sys_cpu: float = 0.0  # the system seconds among them (page faults land here)
     rss: int = 0  # bytes
     out: dict | None = None
     error: str = ""
@@ -158,7 +166,9 @@ def run_cli(code: Path, args: list[str], cache: Path, max_bytes: int, timeout: f
     p.returncode = os.waitstatus_to_exitcode(status)
     reader.join()
     w.join()
-    run = Run(wall=wall, cpu=usage.ru_utime + usage.ru_stime, rss=usage.ru_maxrss * 1024)
+    run = Run(
+        wall=wall, cpu=usage.ru_utime + usage.ru_stime, sys_cpu=usage.ru_stime, rss=usage.ru_maxrss * 1024
+    )
     run.started_at, run.ended_at = started_at, ended_at
     if killed:
         run.error = killed[0]
@@ -337,6 +347,13 @@ def measure_floor(code: Path, max_bytes: int, timeout: float, repeat: int) -> Ru
     return median_run(runs)
 
 
+def report_machine(when: str) -> list[MachineState]:
+    """Probe the machine (:mod:`machine_state`) and print what it charges now; the state, if any."""
+    state = probe()
+    print(state if isinstance(state, str) else state.line(when), flush=True)
+    return [] if isinstance(state, str) else [state]
+
+
 def floor_line(floor: Run) -> str:
     if floor.error:
         return f"runtime floor: {floor.error}"
@@ -347,7 +364,12 @@ def floor_line(floor: Run) -> str:
     )
 
 
-def targets(rows: dict[str, dict], sizes: list[tuple[str, int, int]], floor: Run | None = None) -> str:
+def targets(
+    rows: dict[str, dict],
+    sizes: list[tuple[str, int, int]],
+    floor: Run | None = None,
+    machine: MachineState | None = None,
+) -> str:
     """The issue's engine targets against the current code's figures, job by job, under both
     readings of "end to end": the whole command (process start to exit, the interpreter, imports and
     numba's loading of the compiled kernels included) and the in-process pipeline the target names
@@ -355,7 +377,8 @@ def targets(rows: dict[str, dict], sizes: list[tuple[str, int, int]], floor: Run
     as peak RSS / tasks and as the cost of each extra task (the slope between jobs). With the runtime
     ``floor`` (see :func:`measure_floor`): what the whole command costs above it, per task, and what
     the floor alone is at each job's tasks (a whole-command target the floor uses up cannot be met by
-    the engine, only by a lighter runtime)."""
+    the engine, only by a lighter runtime). With a ``machine`` state that charges extra for fresh
+    memory (:mod:`machine_state`): each job's system time, where that charge lands."""
 
     def mark(ok: bool) -> str:
         return "met" if ok else "NOT met"
@@ -404,6 +427,11 @@ def targets(rows: dict[str, dict], sizes: list[tuple[str, int, int]], floor: Run
                 f"the graph's own arrays {row['graph_bytes'] / 2**20:.1f} MiB ({row['graph_bytes'] / max(n, 1):.0f} "
                 f"B/task): with the floor {both / 2**20:.0f} MiB, {both / budget:.0%} of the {budget / 2**20:.0f} MiB "
                 "that 250 B/task allows"
+            )
+        if machine is not None and machine.charges_fresh_memory:
+            parts.append(
+                f"system time {cached.sys_cpu:.2f} of its {cached.cpu:.2f} CPU s (where the machine's charge "
+                "for fresh memory lands)"
             )
         walls = row.get("cached_walls") or []
         spread = (
@@ -507,10 +535,12 @@ def main() -> None:
         f"{'sim s':>6} {'Mt/s wall':>8} {'Mt/s CPU':>8} {'Mt/s sim':>8} {'RSS GiB':>7} {'B/task':>7} "
         f"{'estimate s':>8}"
     )
-    if args.parse_only:
-        names = []
-    else:
+    states: list[MachineState] = []
+    if not args.parse_only:
+        states += report_machine("at the start")
         print(header, flush=True)
+    else:
+        names = []
     for name in names:
         job = synth(name)
         for label, code in codes:
@@ -546,7 +576,9 @@ def main() -> None:
     if after_rows:
         floor = measure_floor(REPO, max_bytes, args.timeout, args.repeat)
         print("\n" + floor_line(floor), flush=True)
-        print(targets(after_rows, sizes.get("after", []), floor), flush=True)
+        states += report_machine("after the jobs")
+        worst = max(states, key=lambda m: m.first_touch_us, default=None)
+        print(targets(after_rows, sizes.get("after", []), floor, worst), flush=True)
     parse_names = [n.strip() for n in args.parse_jobs.split(",") if n.strip()]
     if parse_names:
         print("\ncold parse (load_job into an empty cache folder, fresh process per run):", flush=True)
@@ -567,7 +599,9 @@ def main() -> None:
         "B/task = the cached run's peak RSS / tasks (the 'peak RSS vs tasks' lines: the cost of each extra "
         "task between jobs and the fixed part it includes); estimate = `lumos estimate --dp 16` (cached "
         f"columns; target at 512 ranks <= {ESTIMATE_TARGET_S:g} s; estimate() = the part after the load "
-        "and the graph build). Synthetic jobs: speed and memory only."
+        "and the graph build); machine state = what the machine charged in this run (fresh memory per 4 KiB "
+        "page, the same touched again, a fixed Python loop; machine_state.py). Synthetic jobs: speed and "
+        "memory only."
     )
 
 

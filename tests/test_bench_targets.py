@@ -87,3 +87,39 @@ def test_the_median_run_stands_for_repeats_with_the_largest_peak(monkeypatch: py
     runs = [b.Run(wall=3.0, rss=10), b.Run(wall=1.0, rss=30), b.Run(wall=2.0, rss=20)]
     median = b.median_run(runs)
     assert median.wall == 2.0 and median.rss == 30
+
+
+def test_a_machine_that_charges_for_fresh_memory_is_named_in_the_table(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    b = _bench(monkeypatch)
+    from machine_state import MachineState  # bench/ is on the path now
+
+    m = 1_000_000
+    rows = {"512": _row(b, 15 * m, wall=20.0, pipeline=19.0, rss=3 * 10**9, sim=0.5)}
+    rows["512"]["cached"].cpu, rows["512"]["cached"].sys_cpu = 22.0, 9.0
+    # a VM host that takes freed memory back: 50 us a fresh page, 0.4 us touched again
+    charged = MachineState(first_touch_us=50.4, touched_again_us=0.4, python_loop_s=0.4)
+    assert charged.charges_fresh_memory
+    assert "system time 9.00 of its 22.00 CPU s (where the machine's charge" in b.targets(
+        rows, [], None, charged
+    )
+    assert "charges extra for fresh memory" in charged.line("at the start")
+    # an ordinary machine: both a few tenths of a microsecond; nothing is added
+    ordinary = MachineState(first_touch_us=0.5, touched_again_us=0.3, python_loop_s=0.4)
+    assert not ordinary.charges_fresh_memory
+    assert "system time" not in b.targets(rows, [], None, ordinary)
+    assert "charges extra" not in ordinary.line("at the start")
+    # slow everywhere (a slow first touch that is no slower than a second one) is not this case
+    assert not MachineState(first_touch_us=3.0, touched_again_us=1.0, python_loop_s=0.4).charges_fresh_memory
+
+
+def test_the_machine_probe_measures_in_a_fresh_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    _bench(monkeypatch)
+    from machine_state import MachineState, probe
+
+    state = probe(mib=4, additions=1_000)  # small: the figures' size is not the point here
+    assert isinstance(state, MachineState), state
+    assert state.first_touch_us > 0 and state.touched_again_us > 0 and state.python_loop_s > 0
+    # a probe that cannot run says so (the benchmark prints it and goes on without the state)
+    assert "machine probe failed" in str(probe(python=sys.executable + "-missing", mib=4, additions=10))
