@@ -123,3 +123,30 @@ def test_the_machine_probe_measures_in_a_fresh_process(monkeypatch: pytest.Monke
     assert state.first_touch_us > 0 and state.touched_again_us > 0 and state.python_loop_s > 0
     # a probe that cannot run says so (the benchmark prints it and goes on without the state)
     assert "machine probe failed" in str(probe(python=sys.executable + "-missing", mib=4, additions=10))
+
+
+def test_the_issue_reading_gives_one_verdict_per_job(monkeypatch: pytest.MonkeyPatch) -> None:
+    b = _bench(monkeypatch)
+    m = 1_000_000
+    floor = b.Run(wall=0.5, rss=150 * m, out={"tasks": 4_000})
+    # 64 ranks: the whole command is slow and heavy (the floor), the stages it names are not
+    ok64 = _row(b, m, wall=1.1, pipeline=0.9, rss=400 * m, sim=0.05)
+    assert b.issue_reading_misses("64", ok64, None, floor) == []
+    # the same job with 260 B/task above the floor, or a pipeline under 1 M tasks/s, misses
+    heavy = _row(b, m, wall=1.1, pipeline=0.9, rss=410 * m, sim=0.05)
+    assert b.issue_reading_misses("64", heavy, None, floor) == ["memory above the floor"]
+    slow = _row(b, m, wall=1.1, pipeline=1.1, rss=400 * m, sim=0.05)
+    assert b.issue_reading_misses("64", slow, None, floor) == ["speed (in-process)"]
+    # no floor, no pipeline timer: not judged, so missed
+    no_timer = _row(b, m, wall=1.1, pipeline=0.9, rss=400 * m, sim=0.05)
+    no_timer["cached"].out = {"simulate_seconds": 0.05}
+    assert b.issue_reading_misses("64", no_timer, None, None) == [
+        "speed (in-process)",
+        "memory above the floor",
+    ]
+    # 512 ranks: a steep extra-task cost and a slow estimate are named
+    big = _row(b, 15 * m, wall=10.0, pipeline=9.0, rss=200 * 15 * m, sim=0.5, est_wall=31.0)
+    assert b.issue_reading_misses("512", big, 260.0, floor) == ["memory per extra task", "estimate --dp 16"]
+    text = b.targets({"64": ok64, "512": big}, [("64", m, 400 * m), ("512", 15 * m, 200 * 15 * m)], floor)
+    verdicts = [line for line in text.splitlines() if "the issue's reading" in line]
+    assert verdicts[0].endswith("all met") and verdicts[1].endswith("NOT met: estimate --dp 16")
