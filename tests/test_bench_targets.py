@@ -109,6 +109,12 @@ def test_a_machine_that_charges_for_fresh_memory_is_named_in_the_table(
     ordinary = MachineState(first_touch_us=0.5, touched_again_us=0.3, python_loop_s=0.4)
     assert not ordinary.charges_fresh_memory
     assert "system time" not in b.targets(rows, [], None, ordinary)
+    # the verdict names the machine when it missed a time there, and not on an ordinary machine
+    assert (
+        "NOT met: speed (in-process), memory above the floor (timed on a machine that charges"
+        in b.targets(rows, [], None, charged)
+    )
+    assert "timed on a machine" not in b.targets(rows, [], None, ordinary)
     assert "charges extra" not in ordinary.line("at the start")
     # slow everywhere (a slow first touch that is no slower than a second one) is not this case
     assert not MachineState(first_touch_us=3.0, touched_again_us=1.0, python_loop_s=0.4).charges_fresh_memory
