@@ -283,9 +283,20 @@ def fmt(label: str, name: str, row: dict) -> str:
         f"{cached.wall:8.1f} {cached.cpu:7.1f} "
         f"{out.get('seconds', 0):8.1f} {out.get('simulate_seconds', 0):6.2f} "
         f"{n / cached.wall / 1e6:8.2f} {n / max(cached.cpu, 1e-9) / 1e6:8.2f} "
-        f"{n / max(out.get('simulate_seconds', 0), 1e-9) / 1e6:8.1f} "
+        f"{simulation_rate(cached, n) / 1e6:8.1f} "
         f"{rss / 2**30:7.2f} {cached.rss / max(n, 1):7.0f} {est_s}" + in_process(cached, n)
     )
+
+
+def pipeline_seconds(run: Run) -> float | None:
+    """Wall seconds of the in-process pipeline (cached load to report) by the run's own stage
+    timers; None for code without ``--timings``."""
+    return (((run.out or {}).get("timings") or {}).get("pipeline") or {}).get("wall_s")
+
+
+def simulation_rate(run: Run, n: int) -> float:
+    """Tasks per second of the simulation alone, by the run's own figure."""
+    return n / max((run.out or {}).get("simulate_seconds", 0), 1e-9)
 
 
 def in_process(run: Run, n: int) -> str:
@@ -394,10 +405,9 @@ def targets(
             lines.append(f"{name:>5}  {row['error']}")
             continue
         n, cached = row["tasks"], row["cached"]
-        out = cached.out or {}
         whole = n / cached.wall
-        pipe = ((out.get("timings") or {}).get("pipeline") or {}).get("wall_s")
-        sim = n / max(out.get("simulate_seconds", 0), 1e-9)
+        pipe = pipeline_seconds(cached)
+        sim = simulation_rate(cached, n)
         per_task = cached.rss / max(n, 1)
         parts = [
             f"whole command {whole / 1e6:.2f} M tasks/s {mark(whole >= RATE_TARGET)}",
@@ -469,12 +479,11 @@ def issue_reading_misses(name: str, row: dict, slope: float | None, floor: Run |
     512-rank wall, peak and estimate targets are whole commands, as the issue words them. A job
     whose pipeline time or floor is missing cannot be judged and counts as missed."""
     n, cached = row["tasks"], row["cached"]
-    out = cached.out or {}
-    pipe = ((out.get("timings") or {}).get("pipeline") or {}).get("wall_s")
+    pipe = pipeline_seconds(cached)
     misses = []
     if not pipe or n / pipe < RATE_TARGET:
         misses.append("speed (in-process)")
-    if n / max(out.get("simulate_seconds", 0), 1e-9) < SIM_TARGET:
+    if simulation_rate(cached, n) < SIM_TARGET:
         misses.append("simulation")
     if floor is None or floor.error or (cached.rss - floor.rss) / max(n, 1) > BYTES_TARGET:
         misses.append("memory above the floor")

@@ -7,10 +7,10 @@ Two costs move a whole-command benchmark without any change in the code:
   few tenths of a microsecond, the same as a page freed and touched again (which the probe's second
   fill measures: it faults and zeroes too). On a virtual machine whose host takes freed guest memory
   back (a balloon's free-page reporting, as on the VM these benchmarks were developed on), a page the
-  host has reclaimed costs a second fault on the host: 50-60 us measured there, against 0.36 us for
-  the same page touched again. A replay touches roughly its peak RSS once (~0.7 M pages at 512
+  host has reclaimed costs a second fault on the host: 10-57 us measured there, against 0.30-0.37 us
+  for the same page touched again. A replay touches roughly its peak RSS once (~0.7 M pages at 512
   ranks), and the charge shows as system time: 3.3-3.8 of a 256-rank replay's 8.3-8.6 CPU s there,
-  0.7 s in a normal hour.
+  0.7-0.9 s before the host began to charge (bench/README.md).
 - **The CPU itself.** A pure-Python loop's time follows the host's load on shared cores.
 
 The probe runs in a fresh process (the benchmark's own heap would hide the first cost): it fills
@@ -96,5 +96,6 @@ def probe(
     except OSError as e:  # no such interpreter
         return f"machine probe failed: {e}"
     if done.returncode != 0:
-        return f"machine probe failed: {done.stderr.strip().splitlines()[-1:] or done.returncode}"
+        last = done.stderr.strip().splitlines()[-1:]
+        return f"machine probe failed: {last[0] if last else f'exit {done.returncode}'}"
     return MachineState(**json.loads(done.stdout))

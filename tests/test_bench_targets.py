@@ -129,6 +129,9 @@ def test_the_machine_probe_measures_in_a_fresh_process(monkeypatch: pytest.Monke
     assert state.first_touch_us > 0 and state.touched_again_us > 0 and state.python_loop_s > 0
     # a probe that cannot run says so (the benchmark prints it and goes on without the state)
     assert "machine probe failed" in str(probe(python=sys.executable + "-missing", mib=4, additions=10))
+    # one whose script fails names the error, not a list or an exit code alone
+    failed = str(probe(mib=-1, additions=10))  # a negative size: numpy refuses it
+    assert failed.startswith("machine probe failed: ValueError"), failed
 
 
 def test_the_issue_reading_gives_one_verdict_per_job(monkeypatch: pytest.MonkeyPatch) -> None:
