@@ -2,8 +2,7 @@
 ``--session FILE`` and ``--overlay MODE``.
 
 They queue runs once the job is open, exactly as the What-if panel would (the knob names are those
-of ``lumos estimate``: dp, tp, pp, microbatches, schedule, layers, hidden, ffn, heads, seq,
-micro_batch, gpu, nvlink_gbps, network_gbps). With ``--screenshot`` the window is saved once every
+of ``lumos estimate``, from the knob registry: dp, tp, pp, microbatches, schedule, ...). With ``--screenshot`` the window is saved once every
 queued run has finished and the last one is drawn over the measured timeline.
 """
 

@@ -1,6 +1,6 @@
 """The what-if side panel: the traced configuration and the changes to predict.
 
-Three groups (Parallelism, Model, Hardware), one line per knob: what the trace says (with how it
+Groups of knobs (Parallelism, Model, Hardware, Memory: the knob registry's), one line per knob: what the trace says (with how it
 was found: recorded, inferred, a guess, unknown, or given by the user) and the what-if value. An
 empty what-if field keeps the traced value. Every edit is checked at once with
 :func:`lumos_core.whatif.config.problems` and the problems are listed under the form, so an invalid
@@ -30,55 +30,13 @@ from PySide6.QtWidgets import (
 from app.whatif.knob_group import SAME, KnobGroup, traced_value
 from lumos_core.errors import LumosError
 from lumos_core.whatif.config import Baseline, problems
+from lumos_core.whatif.knob_registry import KNOB, grouped
 from lumos_core.whatif.knobs import coerce_value
 
+# The form's groups (Parallelism, Model, Hardware, Memory), one line (knob, label, tip) per knob: all
+# from the knob registry, so a knob added there appears here.
 GROUPS: list[tuple[str, list[tuple[str, str, str]]]] = [
-    (
-        "Parallelism",
-        [
-            ("dp", "Data parallel (DP)", "replicas of the model; gradients are reduced across them"),
-            ("tp", "Tensor parallel (TP)", "each layer split over this many GPUs"),
-            ("pp", "Pipeline stages (PP)", "layers split into this many stages"),
-            ("microbatches", "Microbatches", "per iteration and pipeline"),
-            ("schedule", "Schedule", "pipeline schedule"),
-        ],
-    ),
-    (
-        "Model",
-        [
-            ("layers", "Layers", "transformer layers"),
-            ("hidden", "Hidden size", "model width"),
-            ("ffn", "FFN size", "MLP width"),
-            ("heads", "Attention heads", ""),
-            ("seq", "Sequence length", "tokens per sample"),
-            ("micro_batch", "Micro-batch size", "samples per microbatch"),
-        ],
-    ),
-    (
-        "Hardware",
-        [
-            ("gpu", "GPU", "GPU profile (peak FLOP/s, memory and link bandwidths)"),
-            ("nvlink_gbps", "NVLink GB/s", "per-GPU NVLink bandwidth, per direction"),
-            ("network_gbps", "Network GB/s", "per-GPU inter-node bandwidth"),
-            (
-                "cpu_scale",
-                "Host time ×",
-                "CPU-side time (Python, launch calls) × this factor: ~0.3 for CUDA graphs or "
-                "torch.compile, 0 for a GPU-bound job",
-            ),
-        ],
-    ),
-    (
-        "Memory",
-        [
-            ("recompute", "Recompute", "activation recomputation: none, selective (attention core), full"),
-            (
-                "zero",
-                "ZeRO stage",
-                "distributed optimizer: 1 shards optimizer states over DP, 2 + grads, 3 + weights",
-            ),
-        ],
-    ),
+    (title, [(k.name, k.label, k.help) for k in knobs]) for title, knobs in grouped()
 ]
 
 # how a baseline value was found -> (tag, colour)
@@ -208,7 +166,7 @@ class ConfigPanel(QWidget):
         try:
             for knob, cell in self.trace_cells.items():
                 value, conf, how = traced_value(self.baseline, knob)
-                text = "" if value is None else _fmt(value)
+                text = "" if value is None else KNOB[knob].text(value)
                 if isinstance(cell, QLineEdit):
                     cell.setText(text)
                     cell.setPlaceholderText("unknown")
@@ -247,7 +205,7 @@ class ConfigPanel(QWidget):
         for knob, cell in self.trace_cells.items():
             if not isinstance(cell, QLineEdit) or not cell.text().strip():
                 continue
-            value = int(cell.text())
+            value = coerce_value(knob, cell.text())
             f = b.fields.get(knob) if b is not None else None
             if f is None or f.confidence == "given" or value != f.value:
                 out[knob] = value
@@ -285,7 +243,7 @@ class ConfigPanel(QWidget):
                     i = editor.findData(value) if value is not None else 0
                     editor.setCurrentIndex(max(i, 0))
                 else:
-                    editor.setText("" if value is None else _fmt(value))
+                    editor.setText("" if value is None else KNOB[knob].text(value))
         finally:
             self._filling = False
         self.validate()
@@ -360,9 +318,3 @@ class ConfigPanel(QWidget):
 
     def show_error(self, message: str) -> None:
         self.error_label.setText(html.escape(message, quote=False))
-
-
-def _fmt(value: Any) -> str:
-    if isinstance(value, float):
-        return f"{value:g}"
-    return str(value)

@@ -1,6 +1,6 @@
 """One group of the What-if panel's form (Parallelism, Model, ...): a line per knob with
-what the trace says, how that was found, and the what-if value; and where a traced value comes
-from (:func:`traced_value`)."""
+what the trace says, how that was found, and the what-if value. The lines, editors and validators
+come from the knob registry (:mod:`lumos_core.whatif.knob_registry`), as does :func:`traced_value`."""
 
 from __future__ import annotations
 
@@ -10,19 +10,13 @@ from PySide6.QtCore import Signal
 from PySide6.QtGui import QDoubleValidator, QIntValidator
 from PySide6.QtWidgets import QComboBox, QGridLayout, QGroupBox, QLabel, QLineEdit
 
-from lumos_core.perf.hardware import get_gpu, known_gpu_names
-from lumos_core.whatif.config import RECOMPUTE_MODES, Baseline
-from lumos_core.whatif.knobs import INT_KNOBS, OVERRIDABLE
-from lumos_core.whatif.schedules import SCHEDULES
+from lumos_core.whatif.knob_registry import KNOB, REGISTRY, traced_value
+
+__all__ = ["CHOICES", "SAME", "KnobGroup", "traced_value"]
 
 SAME = "(as traced)"
-# Knobs chosen from a list: the what-if editor is a combo box of these values.
-CHOICES: dict[str, list[Any]] = {
-    "schedule": list(SCHEDULES),
-    "gpu": known_gpu_names(),
-    "recompute": list(RECOMPUTE_MODES),
-    "zero": [0, 1, 2, 3],
-}
+# Knobs chosen from a list (choices, GPUs, yes/no): the what-if editor is a combo box of these values.
+CHOICES: dict[str, list[Any]] = {k.name: k.values() for k in REGISTRY if k.values()}
 
 
 class KnobGroup(QGroupBox):
@@ -50,9 +44,10 @@ class KnobGroup(QGroupBox):
             name = QLabel(label)
             name.setToolTip(tip)
             grid.addWidget(name, row, 0)
-            if knob in OVERRIDABLE:
+            spec = KNOB[knob]
+            if spec.overridable:
                 cell: QLineEdit | QLabel = QLineEdit()
-                cell.setValidator(QIntValidator(1, 10**9, cell))
+                cell.setValidator(QIntValidator(int(spec.minimum or 0), 10**9, cell))
                 cell.setMaximumWidth(70)
                 cell.editingFinished.connect(self.override_edited)
             else:
@@ -67,14 +62,15 @@ class KnobGroup(QGroupBox):
                 editor = QComboBox()
                 editor.addItem(SAME, None)
                 for v in CHOICES[knob]:
-                    editor.addItem(str(v), v)
+                    editor.addItem(spec.text(v), v)
                 editor.currentIndexChanged.connect(self.edited)
             else:
                 editor = QLineEdit()
-                if knob in INT_KNOBS:
-                    editor.setValidator(QIntValidator(1, 10**9, editor))
+                if spec.type is int:
+                    editor.setValidator(QIntValidator(int(spec.minimum or 0), 10**9, editor))
                 else:
-                    v = QDoubleValidator(0.001, 1e6, 3, editor)
+                    low = 0.001 if spec.minimum is None or spec.exclusive_minimum else spec.minimum
+                    v = QDoubleValidator(low, spec.maximum or 1e6, 3, editor)
                     v.setNotation(QDoubleValidator.Notation.StandardNotation)
                     editor.setValidator(v)
                 editor.setClearButtonEnabled(True)
@@ -85,24 +81,3 @@ class KnobGroup(QGroupBox):
             self.editors[knob] = editor
             grid.addWidget(editor, row, 3)
         grid.setColumnStretch(3, 1)
-
-
-def traced_value(b: Baseline | None, knob: str) -> tuple[Any, str, str]:
-    """What the trace says of ``knob``: (value, confidence, how it was found)."""
-    if b is None:
-        return None, "unknown", ""
-    if knob in ("nvlink_gbps", "network_gbps"):
-        gpu = get_gpu(b.config.gpu)
-        bw = gpu.nvlink_bandwidth if knob == "nvlink_gbps" else gpu.network_bandwidth
-        return bw / 1e9, "inferred", f"{gpu.name} profile default"
-    if knob == "schedule":
-        return b.config.schedule, "guess", "assumed: the trace does not name its pipeline schedule"
-    if knob in ("recompute", "zero"):
-        return getattr(b.config, knob), "guess", "assumed: the trace does not record it"
-    if knob == "cpu_scale":
-        return 1.0, "certain", "the host time as traced"
-    f = b.fields.get(knob)
-    value = getattr(b.config, knob)
-    if f is None:
-        return value, "guess", "default"
-    return value, f.confidence, f.how

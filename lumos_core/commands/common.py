@@ -1,4 +1,8 @@
-"""Arguments and helpers shared by the subcommands that load a trace folder."""
+"""Arguments and helpers shared by the subcommands that load a trace folder, and their knob options:
+generated from the knob registry (:mod:`lumos_core.whatif.knob_registry`), one option per knob
+(``--dp N``, ``--gpu GPU``, ``--sp/--no-sp`` for a yes/no knob) and ``--baseline-<knob> N`` for the
+traced values a trace may not record. ``lumos estimate``, ``sweep`` and ``validate`` take their knobs
+from here, so a knob added to the registry is an option of each."""
 
 from __future__ import annotations
 
@@ -6,12 +10,15 @@ import argparse
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lumos_core.errors import LumosError
 from lumos_core.progress import Progress, no_progress
+
+if TYPE_CHECKING:
+    from lumos_core.whatif.knob_registry import Knob
 
 
 def add_load_arguments(p: argparse.ArgumentParser, engine: bool = True) -> None:
@@ -185,3 +192,69 @@ SYNTHETIC_NOTE = (
     "SYNTHETIC job (written by lumos synth from Lumos's own cost models): these figures check the "
     "engine's logic and scale, never its accuracy"
 )
+
+
+# ---- knob options (from the knob registry)
+
+_TYPES: dict[type, Callable[[str], Any]] = {int: int, float: float, str: str}
+
+
+def add_knob_arguments(
+    group: Any,  # an ArgumentParser or one of its argument groups
+    knobs: Iterable[Knob] | None = None,
+    *,
+    flag: str = "--{flag}",
+    dest: str = "{name}",
+    help: str = "{help}",
+) -> None:
+    """An option per knob: typed, with its static choices, default None (not given: keep the
+    baseline). ``flag``/``dest``/``help``: templates over the knob's fields ({flag}: "micro-batch",
+    {name}: "micro_batch", {label}, {help}). ``knobs``: every knob of the registry by default."""
+    for k in _every_knob() if knobs is None else knobs:
+        option = flag.format(flag=k.flag[2:])
+        text = help.format(name=k.name, label=k.label, help=knob_help(k)) or None
+        if k.type is bool:  # --sp / --no-sp
+            kind: dict[str, Any] = {"action": argparse.BooleanOptionalAction}
+        else:
+            kind = {"type": _TYPES[k.type], "choices": k.choices, "metavar": None if k.choices else k.metavar}
+        group.add_argument(option, default=None, dest=dest.format(name=k.name), help=text, **kind)
+
+
+def knob_help(k: Knob) -> str:
+    """The option's help: the app's label, what it means and its unit."""
+    text = f"{k.label}: {k.help}" if k.help else k.label
+    return f"{text} ({k.unit})" if k.unit and k.unit != "x" and k.unit not in text else text
+
+
+def knob_values(
+    args: argparse.Namespace, knobs: Iterable[Knob] | None = None, dest: str = "{name}"
+) -> dict[str, Any]:
+    """The knobs given on the command line (not given: left out)."""
+    out = {}
+    for k in _every_knob() if knobs is None else knobs:
+        v = getattr(args, dest.format(name=k.name))
+        if v is not None:
+            out[k.name] = v
+    return out
+
+
+def _every_knob() -> tuple[Knob, ...]:
+    # imported when called: commands that take no knob load no part of the what-if engine
+    from lumos_core.whatif.knob_registry import REGISTRY
+
+    return REGISTRY
+
+
+def overridable() -> list[Knob]:
+    return [k for k in _every_knob() if k.overridable]
+
+
+def add_baseline_arguments(p: argparse.ArgumentParser) -> None:
+    """``--baseline-<knob> N``: a traced value the trace does not record (model shape, microbatches)."""
+    b = p.add_argument_group("baseline values the trace does not record")
+    add_knob_arguments(b, overridable(), flag="--baseline-{flag}", dest="baseline_{name}", help="")
+
+
+def baseline_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """The ``--baseline-<knob>`` values given."""
+    return knob_values(args, overridable(), "baseline_{name}")

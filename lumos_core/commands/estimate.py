@@ -12,14 +12,17 @@ import orjson
 
 from lumos_core.commands.common import (
     SYNTHETIC_NOTE,
+    add_baseline_arguments,
+    add_knob_arguments,
     add_load_arguments,
     add_profile_argument,
+    baseline_overrides,
+    knob_values,
     load_from_args,
     profile_from_args,
     terminal_progress,
 )
 from lumos_core.graph.build import build_graph
-from lumos_core.perf.hardware import get_gpu
 from lumos_core.perf.kernel_curves import profile_curves
 from lumos_core.progress import scaled
 from lumos_core.replay.idle import stalls_note
@@ -27,14 +30,12 @@ from lumos_core.trace.loader import load_job
 from lumos_core.trace.model import Job
 from lumos_core.trace.overlap_slowdown import measure_overlap_slowdown
 from lumos_core.whatif.baseline import group_roles, infer_baseline
-from lumos_core.whatif.config import KNOBS, RECOMPUTE_MODES, Baseline, JobConfig, check
+from lumos_core.whatif.config import Baseline, JobConfig, check
 from lumos_core.whatif.estimate import EstimateResult, estimate, predict_memory_or_note
 from lumos_core.whatif.export import write_job
-from lumos_core.whatif.knobs import STRUCTURE_KNOBS
 from lumos_core.whatif.memory_model import MemoryPrediction
 from lumos_core.whatif.retime import comm_model_from_trace
 from lumos_core.whatif.retime.compute import fit_gemm_curve
-from lumos_core.whatif.schedules import SCHEDULES
 
 DESCRIPTION = """Predict the iteration time, breakdown and timeline of a configuration that was never
 run, from the traces of one run: the execution graph is rewritten (new collective and kernel
@@ -57,44 +58,8 @@ records when it has them) against the GPU's capacity, and flags a configuration 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_load_arguments(p)
-    g = p.add_argument_group("configuration to predict")
-    for k in STRUCTURE_KNOBS:
-        g.add_argument(KNOBS[k], type=int, default=None, metavar="N", dest=k)
-    g.add_argument("--schedule", choices=SCHEDULES, default=None, help="pipeline schedule")
-    g.add_argument(
-        "--gpu", default=None, help="GPU profile: H100 (default of the trace), H200, A100, B200, V100"
-    )
-    g.add_argument(
-        "--recompute",
-        choices=RECOMPUTE_MODES,
-        default=None,
-        help="activation recomputation (memory model): none, selective (attention core), full",
-    )
-    g.add_argument(
-        "--zero",
-        type=int,
-        choices=(0, 1, 2, 3),
-        default=None,
-        help="distributed optimizer / ZeRO stage: 1 shards optimizer states over DP, 2 + grads, 3 + weights",
-    )
-    g.add_argument("--nvlink-gbps", type=float, default=None, dest="nvlink_gbps", help="NVLink GB/s per GPU")
-    g.add_argument(
-        "--network-gbps", type=float, default=None, dest="network_gbps", help="inter-node GB/s per GPU"
-    )
-    g.add_argument(
-        "--cpu-scale",
-        type=float,
-        default=None,
-        dest="cpu_scale",
-        metavar="FACTOR",
-        help="host-side time (Python, launches) x FACTOR: what if CUDA graphs / torch.compile / no "
-        "profiler made it faster (0.3) or the host slower (2); 0 = GPU-bound",
-    )
-    b = p.add_argument_group("baseline values the trace does not record")
-    for k in ("layers", "hidden", "ffn", "heads", "seq", "micro_batch", "microbatches"):
-        b.add_argument(
-            f"--baseline-{k.replace('_', '-')}", type=int, default=None, metavar="N", dest=f"baseline_{k}"
-        )
+    add_knob_arguments(p.add_argument_group("configuration to predict (every knob of the registry)"))
+    add_baseline_arguments(p)
     p.add_argument(
         "--show-baseline", action="store_true", help="print what was inferred from the trace and stop"
     )
@@ -123,11 +88,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     job = load_from_args(args, load_job)
-    overrides = {
-        k: getattr(args, f"baseline_{k}")
-        for k in ("layers", "hidden", "ffn", "heads", "seq", "micro_batch", "microbatches")
-    }
-    baseline = infer_baseline(job, {k: v for k, v in overrides.items() if v is not None})
+    baseline = infer_baseline(job, baseline_overrides(args))
     if args.show_baseline:
         curves = fitted_models(job, baseline)
         if args.json:
@@ -141,19 +102,7 @@ def run(args: argparse.Namespace) -> int:
             for line in curves["lines"]:
                 print("  " + line)
         return 0
-    changes = {
-        k: getattr(args, k)
-        for k in (
-            *STRUCTURE_KNOBS,
-            "schedule",
-            "gpu",
-            "nvlink_gbps",
-            "network_gbps",
-            "recompute",
-            "zero",
-            "cpu_scale",
-        )
-    }
+    changes = knob_values(args)
     config = baseline.config.with_changes(**changes)
     check(config, baseline)
     if args.memory_only:
@@ -287,7 +236,7 @@ def format_memory(m: MemoryPrediction | None) -> list[str]:
 
 def fitted_models(job: Job, baseline: Baseline) -> dict[str, Any]:
     """The kernel curves and the collective model this trace calibrates (for --show-baseline)."""
-    gpu = get_gpu(baseline.config.gpu)
+    gpu = baseline.config.gpu_profile
     graph = build_graph(job)
     curves = profile_curves(gpu)
     curves["gemm"] = fit_gemm_curve(job, graph, gpu)

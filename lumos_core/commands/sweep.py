@@ -5,13 +5,18 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+import textwrap
 from pathlib import Path
 
 import orjson
 
 from lumos_core.commands.common import (
+    add_baseline_arguments,
+    add_knob_arguments,
     add_load_arguments,
     add_profile_argument,
+    baseline_overrides,
+    knob_values,
     load_from_args,
     profile_from_args,
     terminal_progress,
@@ -23,7 +28,8 @@ from lumos_core.sweep.results import ResultsFile, format_table, row_to_dict
 from lumos_core.sweep.run import SweepReport, run_grid
 from lumos_core.trace.loader import load_job
 from lumos_core.whatif.baseline import infer_baseline
-from lumos_core.whatif.knobs import OVERRIDABLE, parse_changes
+from lumos_core.whatif.knob_registry import KNOB
+from lumos_core.whatif.knobs import parse_changes
 
 DESCRIPTION = """Estimate every configuration of a grid of what-if knobs (one `lumos estimate` each) and
 write a table: configuration, world size, predicted iteration time, breakdown, and tokens/s per GPU
@@ -40,26 +46,20 @@ Engines: "local" (default) is a process pool over this machine's cores; "ray" ru
 a Ray cluster (--address, or a local Ray instance started for the sweep; pip install "lumos[ray]").
 
 GRID: KNOB=VALUES separated by spaces; VALUES comma-separated, or LOW-HIGH for the powers of two
-in between (integer knobs). Knobs: dp tp pp microbatches schedule layers hidden ffn heads seq
-micro_batch gpu nvlink_gbps network_gbps recompute zero cpu_scale.
+in between (integer knobs). Knobs: {knobs}.
+A knob given as an option (--gpu H200) is held at that value for every configuration, as in --fixed.
 
 Examples:
   lumos sweep traces/ --grid "dp=8,16,32,64 pp=1,2,4 microbatches=4,8,16" --out results.csv
   lumos sweep traces/ --grid "dp=8-1024 gpu=H100,A100" --jobs 2
-  lumos sweep traces/ --grid "dp=16,32" --engine ray --address ray://head:10001"""
+  lumos sweep traces/ --grid "dp=16,32" --engine ray --address ray://head:10001""".format(
+    knobs=textwrap.fill(" ".join(KNOB), 100, initial_indent=" " * 34).strip()
+)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_load_arguments(p, engine=False)  # --engine/--address choose where the sweep runs
     p.add_argument("--grid", required=True, help='knobs and values, e.g. "dp=8,16,32 pp=1,2,4"')
-    p.add_argument("--gpu", default=None, help="GPU profile for every configuration (H100, H200, A100, ...)")
-    p.add_argument(
-        "--cpu-scale",
-        type=float,
-        default=None,
-        metavar="FACTOR",
-        help="host-side time x FACTOR for every configuration (CUDA graphs, torch.compile: ~0.3)",
-    )
     p.add_argument(
         "--fixed",
         default=None,
@@ -77,19 +77,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--restart", action="store_true", help="overwrite the results file instead of resuming")
     p.add_argument("--json", action="store_true", help="print the rows as JSON instead of a table")
     add_profile_argument(p)
-    b = p.add_argument_group("baseline values the trace does not record")
-    for k in OVERRIDABLE:
-        b.add_argument(
-            f"--baseline-{k.replace('_', '-')}", type=int, default=None, metavar="N", dest=f"baseline_{k}"
-        )
+    add_knob_arguments(
+        p.add_argument_group("knobs held at one value for every configuration (as in --fixed)"),
+        help="{help}",
+    )
+    add_baseline_arguments(p)
 
 
 def run(args: argparse.Namespace) -> int:
     fixed = parse_changes(args.fixed) if args.fixed else {}
-    if args.gpu:
-        fixed["gpu"] = args.gpu
-    if args.cpu_scale is not None:
-        fixed["cpu_scale"] = args.cpu_scale
+    fixed.update(knob_values(args))  # --gpu H200 etc.: as in --fixed (and over it)
     grid = parse_grid(args.grid, fixed)
     engine = make_engine(args.engine, args.jobs, args.address)
     if args.engine == "ray":
@@ -97,8 +94,7 @@ def run(args: argparse.Namespace) -> int:
 
         import_ray()  # say how to install it before loading anything
     job = load_from_args(args, load_job)
-    overrides = {k: getattr(args, f"baseline_{k}") for k in OVERRIDABLE}
-    baseline = infer_baseline(job, {k: v for k, v in overrides.items() if v is not None})
+    baseline = infer_baseline(job, baseline_overrides(args))
     results = ResultsFile(args.out, grid.columns, restart=args.restart) if args.out else None
     if results is not None and results.done and not args.quiet:
         print(f"lumos sweep: resuming {args.out} ({len(results.done)} row(s) already there)", file=sys.stderr)

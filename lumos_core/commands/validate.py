@@ -5,10 +5,19 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from lumos_core.commands.common import add_profile_argument, profile_from_args, terminal_progress
+from lumos_core.commands.common import (
+    add_knob_arguments,
+    add_profile_argument,
+    knob_values,
+    profile_from_args,
+    terminal_progress,
+)
 from lumos_core.commands.diff import add_pair_arguments, dump_json, load_pair
 from lumos_core.compare.validate import Validation, validate_jobs
-from lumos_core.whatif.knobs import STRUCTURE_KNOBS
+from lumos_core.whatif.knob_registry import REGISTRY
+
+# the knobs that describe a job's structure: inferred from each trace, given where it cannot tell
+SHAPE = [k for k in REGISTRY if k.shape]
 
 DESCRIPTION = """Check a prediction against a real run: the configurations of A and B are inferred
 from their traces, the knobs that differ become the what-if, and B is estimated from A exactly as
@@ -26,12 +35,8 @@ Examples:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_pair_arguments(p)
     g = p.add_argument_group("values the traces do not record")
-    for k in STRUCTURE_KNOBS:
-        flag = k.replace("_", "-")
-        g.add_argument(
-            f"--baseline-{flag}", type=int, default=None, metavar="N", dest=f"a_{k}", help=f"A's {k}"
-        )
-        g.add_argument(f"--{flag}", type=int, default=None, metavar="N", dest=f"b_{k}", help=f"B's {k}")
+    add_knob_arguments(g, SHAPE, flag="--baseline-{flag}", dest="a_{name}", help="A's {name}")
+    add_knob_arguments(g, SHAPE, dest="b_{name}", help="B's {name}")
     add_profile_argument(p)
     p.add_argument(
         "--force",
@@ -42,8 +47,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     job_a, job_b = load_pair(args)
-    over_a = {k: getattr(args, f"a_{k}") for k in STRUCTURE_KNOBS if getattr(args, f"a_{k}") is not None}
-    over_b = {k: getattr(args, f"b_{k}") for k in STRUCTURE_KNOBS if getattr(args, f"b_{k}") is not None}
+    over_a = knob_values(args, SHAPE, "a_{name}")
+    over_b = knob_values(args, SHAPE, "b_{name}")
     v = validate_jobs(
         job_a,
         job_b,

@@ -1,10 +1,10 @@
 """A grid of what-if knobs: ``"dp=8,16,32,64 pp=1,2,4 microbatches=4,8,16"`` -> one change set per
 combination (the Cartesian product, first knob slowest).
 
-Knob names are those of :data:`lumos_core.whatif.config.KNOBS` (``-`` may stand for ``_``); values are typed
-with :func:`lumos_core.whatif.knobs.coerce_value`, so ``dp=8.5`` or ``gpu=`` fail here, naming the knob,
-before anything runs. An integer knob also takes a range of powers of two, ``dp=8-512``
-(:func:`parse_values`, :func:`default_values`). Knob specs are separated by spaces or ``;``; a value
+Knob names are those of the registry (:mod:`lumos_core.whatif.knob_registry`; ``-`` may stand for
+``_``); values are typed by their knob (:func:`lumos_core.whatif.knobs.coerce_value`), so ``dp=8.5``
+or ``gpu=`` fail here, naming the knob, before anything runs. An integer knob also takes a range of
+powers of two, ``dp=8-512`` (:func:`parse_values`, :func:`default_values`). Knob specs are separated by spaces or ``;``; a value
 list may contain spaces (``dp=8, 16``). A one-knob sweep is a one-axis grid (:func:`axis_grid`).
 
 Whether a combination can be estimated is a separate question (:func:`invalid_reason`): the grid
@@ -20,8 +20,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lumos_core.errors import ConfigError
-from lumos_core.whatif.config import KNOBS, Baseline, problems
-from lumos_core.whatif.knobs import INT_KNOBS, coerce_value, format_changes
+from lumos_core.whatif.config import Baseline, problems
+from lumos_core.whatif.knob_registry import AROUND, CHOICES, KNOB, POWERS, knob_named
+from lumos_core.whatif.knobs import coerce_value, format_changes
 
 _SPEC_SEPARATORS = re.compile(r"[\s;]+")
 
@@ -39,9 +40,9 @@ class Grid:
 
     @property
     def columns(self) -> list[str]:
-        """Every knob a point sets, in :data:`KNOBS` order (the results table has one column each)."""
+        """Every knob a point sets, in registry order (the results table has one column each)."""
         names = set(self.knobs) | set(self.fixed)
-        return [k for k in KNOBS if k in names]
+        return [k for k in KNOB if k in names]
 
     def points(self) -> list[dict[str, Any]]:
         """One change set per combination, the fixed knobs included."""
@@ -61,11 +62,13 @@ def _text(value: Any) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
-def default_values(knob: str, current: Any, limit: int = 512) -> list[Any]:
-    """A sensible range for ``knob`` around its baseline value ``current``: powers of two from
-    the current value up to ``limit`` for parallelism (DP 8 -> 8, 16, ..., 512), halves and
-    doubles for model sizes."""
-    if knob in ("dp", "tp", "pp", "microbatches"):
+def default_values(name: str, current: Any, limit: int = 512) -> list[Any]:
+    """A sensible range for knob ``name`` around its baseline value ``current`` (as the registry
+    says: :attr:`~lumos_core.whatif.knob_registry.Knob.suggest`): powers of two from the current
+    value up to ``limit`` for parallelism (DP 8 -> 8, 16, ..., 512), halves and doubles for model
+    sizes, every choice for the GPU."""
+    k = knob_named(name)
+    if k.suggest == POWERS:
         start = max(int(current or 1), 1)
         out = []
         v = start
@@ -73,24 +76,22 @@ def default_values(knob: str, current: Any, limit: int = 512) -> list[Any]:
             out.append(v)
             v *= 2
         return out
-    if knob in INT_KNOBS and current:
+    if k.suggest == AROUND and current:
         c = int(current)
         return sorted({max(1, c // 2), c, c * 2, c * 4})
-    if knob == "gpu":
-        from lumos_core.perf.hardware import known_gpu_names
-
-        return known_gpu_names()
+    if k.suggest == CHOICES:
+        return k.values()
     return [current] if current is not None else []
 
 
-def parse_values(knob: str, text: str) -> list[Any]:
-    """``"8, 16, 32"`` (or ``"8-512"`` for powers of two) as typed values of ``knob``."""
+def parse_values(name: str, text: str) -> list[Any]:
+    """``"8, 16, 32"`` (or ``"8-512"`` for powers of two) as typed values of knob ``name``."""
     text = text.strip()
-    if "-" in text and "," not in text and knob in INT_KNOBS:
+    if "-" in text and "," not in text and knob_named(name).type is int:
         lo, _, hi = text.partition("-")
-        lo_v, hi_v = coerce_value(knob, lo), coerce_value(knob, hi)
-        return default_values(knob, lo_v, limit=hi_v)
-    return [coerce_value(knob, v) for v in text.split(",") if v.strip()]
+        lo_v, hi_v = coerce_value(name, lo), coerce_value(name, hi)
+        return default_values(name, lo_v, limit=hi_v)
+    return [coerce_value(name, v) for v in text.split(",") if v.strip()]
 
 
 def parse_grid(text: str, fixed: dict[str, Any] | None = None) -> Grid:
@@ -107,8 +108,8 @@ def parse_grid(text: str, fixed: dict[str, Any] | None = None) -> Grid:
             specs[current].append(token)
             continue
         current = knob.strip().replace("-", "_")
-        if current not in KNOBS:
-            raise ConfigError(f"grid: unknown knob {knob!r}: use one of {', '.join(KNOBS)}")
+        if current not in KNOB:
+            raise ConfigError(f"grid: unknown knob {knob!r}: use one of {', '.join(KNOB)}")
         if current in specs:
             raise ConfigError(
                 f"grid: {current} is given twice; list all its values once (e.g. {current}=1,2)"

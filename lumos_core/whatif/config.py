@@ -10,107 +10,88 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from lumos_core.errors import ConfigError
-from lumos_core.perf.hardware import get_gpu, known_gpu_names
-from lumos_core.whatif.schedules import SCHEDULES
+from lumos_core.perf.hardware import GpuProfile, get_gpu
+from lumos_core.whatif.knob_registry import KNOB, RECOMPUTE_MODES, REGISTRY
 
-# Fields a user can change from the CLI/app, with the CLI flag that sets them.
-KNOBS: dict[str, str] = {
-    "dp": "--dp",
-    "tp": "--tp",
-    "pp": "--pp",
-    "microbatches": "--microbatches",
-    "schedule": "--schedule",
-    "layers": "--layers",
-    "hidden": "--hidden",
-    "ffn": "--ffn",
-    "heads": "--heads",
-    "seq": "--seq",
-    "micro_batch": "--micro-batch",
-    "gpu": "--gpu",
-    "nvlink_gbps": "--nvlink-gbps",
-    "network_gbps": "--network-gbps",
-    "recompute": "--recompute",
-    "zero": "--zero",
-    "cpu_scale": "--cpu-scale",
-}
-# Activation recomputation (Korthikanti et al. 2022): none, selective (attention core) or full.
-RECOMPUTE_MODES = ("none", "selective", "full")
+# Fields a user can change from the CLI/app, with the CLI flag that sets them (from the registry).
+KNOBS: dict[str, str] = {k.name: k.flag for k in REGISTRY}
+__all__ = ["KNOBS", "RECOMPUTE_MODES", "Baseline", "Inferred", "JobConfig", "check", "problems", "unchecked"]
 
 
-@dataclass(frozen=True)
-class JobConfig:
-    """A training configuration. Model fields may be None when unknown (not inferable, not given)."""
+class JobConfigMethods:
+    """What a :class:`JobConfig` does; its fields are the knobs of the registry
+    (:mod:`lumos_core.whatif.knob_registry`), one each, with the knob's type and default."""
 
-    dp: int = 1
-    tp: int = 1
-    pp: int = 1
-    microbatches: int = 1
-    schedule: str = "1f1b"
-    layers: int | None = None
-    hidden: int | None = None
-    ffn: int | None = None
-    heads: int | None = None
-    seq: int | None = None
-    micro_batch: int | None = None
-    gpu: str = "H100"
-    nvlink_gbps: float | None = None  # per-GPU NVLink bus bandwidth override (GB/s)
-    network_gbps: float | None = None  # per-GPU inter-node bandwidth override (GB/s)
-    recompute: str = "none"  # activation recomputation: none, selective, full (memory model)
-    zero: int = 0  # distributed optimizer / ZeRO stage: 1 optimizer states, 2 + grads, 3 + weights over DP
-    cpu_scale: float = 1.0  # host-side (Python, launch) time x this (CUDA graphs, torch.compile, no profiler)
+    dp: int
+    tp: int
+    pp: int
+    gpu: str
 
     @property
     def world_size(self) -> int:
         return self.dp * self.tp * self.pp
 
+    @cached_property
+    def gpu_profile(self) -> GpuProfile:
+        """The GPU profile named by ``gpu`` (resolved once per configuration; raises ConfigError
+        for an unknown GPU)."""
+        return get_gpu(self.gpu)
+
+    @cached_property
+    def hardware(self) -> GpuProfile:
+        """:attr:`gpu_profile` with this configuration's link overrides (``nvlink_gbps``,
+        ``network_gbps``: the knobs with a ``profile_field``)."""
+        changes = {
+            k.profile_field: getattr(self, k.name) * 1e9
+            for k in REGISTRY
+            if k.profile_field and getattr(self, k.name)
+        }
+        return dataclasses.replace(self.gpu_profile, **changes) if changes else self.gpu_profile
+
     def with_changes(self, **changes: Any) -> JobConfig:
-        unknown = set(changes) - {f.name for f in dataclasses.fields(self)}
+        unknown = set(changes) - set(KNOB)
         if unknown:
             raise ConfigError(f"unknown configuration field(s): {', '.join(sorted(unknown))}")
-        return dataclasses.replace(self, **{k: v for k, v in changes.items() if v is not None})
+        return dataclasses.replace(self, **{k: v for k, v in changes.items() if v is not None})  # type: ignore[type-var]
 
     def as_dict(self) -> dict[str, Any]:
-        d = dataclasses.asdict(self)
+        d = {k.name: getattr(self, k.name) for k in REGISTRY}
         d["world_size"] = self.world_size
         return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> JobConfig:
-        names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in names})
+        return JobConfig(**{k: v for k, v in d.items() if k in KNOB})
 
     def label(self, baseline: JobConfig | None = None) -> str:
         """A short scenario name: what differs from ``baseline`` ("DP 16", "PP 4 x 16 microbatches")."""
         if baseline is None:
             return f"TP{self.tp} PP{self.pp} DP{self.dp}"
-        names = {
-            "dp": "DP",
-            "tp": "TP",
-            "pp": "PP",
-            "microbatches": "microbatches",
-            "layers": "layers",
-            "hidden": "hidden",
-            "ffn": "FFN",
-            "heads": "heads",
-            "seq": "seq",
-            "micro_batch": "micro-batch",
-            "gpu": "",
-            "schedule": "",
-            "nvlink_gbps": "NVLink GB/s",
-            "network_gbps": "network GB/s",
-            "recompute": "recompute",
-            "zero": "ZeRO",
-            "cpu_scale": "host time x",
-        }
         parts = []
-        for f in dataclasses.fields(self):
-            a, b = getattr(baseline, f.name), getattr(self, f.name)
+        for k in REGISTRY:
+            a, b = getattr(baseline, k.name), getattr(self, k.name)
             if a != b and b is not None:
-                parts.append(f"{names[f.name]} {b}".strip())
+                parts.append(f"{k.short} {b}".strip())
         return " \u00d7 ".join(parts) if parts else "baseline replay"
+
+
+# A training configuration: one field per knob of the registry, in its order, with the knob's
+# default (model fields may be None when unknown: not inferable, not given). Frozen and hashable;
+# picklable (sweep workers) as ``lumos_core.whatif.config.JobConfig``.
+JobConfig = dataclasses.make_dataclass(
+    "JobConfig",
+    [(k.name, k.type if not k.optional else k.type | None, field(default=k.default)) for k in REGISTRY],
+    bases=(JobConfigMethods,),
+    frozen=True,
+)
+JobConfig.__module__ = __name__  # (make_dataclass's module= needs Python 3.12)
+JobConfig.__doc__ = (
+    "A training configuration. Model fields may be None when unknown (not inferable, not given)."
+)
 
 
 @dataclass
@@ -145,31 +126,7 @@ class Baseline:
 
 def problems(config: JobConfig, baseline: Baseline | None = None) -> list[str]:
     """Why ``config`` cannot be estimated (empty when it can). Messages say what to change."""
-    out: list[str] = []
-    for name in ("dp", "tp", "pp", "microbatches"):
-        v = getattr(config, name)
-        if not isinstance(v, int) or v < 1:
-            out.append(f"{name} must be a whole number >= 1 (got {v!r})")
-    for name in ("layers", "hidden", "ffn", "heads", "seq", "micro_batch"):
-        v = getattr(config, name)
-        if v is not None and (not isinstance(v, int) or v < 1):
-            out.append(f"{name} must be a whole number >= 1 (got {v!r})")
-    if config.recompute not in RECOMPUTE_MODES:
-        out.append(f"unknown recompute mode {config.recompute!r}: use {', '.join(RECOMPUTE_MODES)}")
-    if not isinstance(config.zero, int) or not 0 <= config.zero <= 3:
-        out.append(f"zero must be a ZeRO stage 0-3 (got {config.zero!r})")
-    if config.schedule not in SCHEDULES:
-        out.append(f"unknown schedule {config.schedule!r}: use {' or '.join(SCHEDULES)}")
-    try:
-        get_gpu(config.gpu)
-    except ConfigError:
-        out.append(f"unknown GPU {config.gpu!r}: use one of {', '.join(known_gpu_names())}")
-    for name in ("nvlink_gbps", "network_gbps"):
-        v = getattr(config, name)
-        if v is not None and not v > 0:
-            out.append(f"{name} must be > 0 GB/s")
-    if not isinstance(config.cpu_scale, (int, float)) or not 0 <= config.cpu_scale <= 100:
-        out.append(f"cpu_scale must be a factor between 0 and 100 (got {config.cpu_scale!r})")
+    out = [p for p in (k.problem_with(getattr(config, k.name)) for k in REGISTRY) if p]
     if out:
         return out
     if config.layers is not None and config.layers % config.pp:
@@ -194,7 +151,7 @@ def problems(config: JobConfig, baseline: Baseline | None = None) -> list[str]:
                 "changing the pipeline degree or the number of layers needs the trace's layer structure, "
                 "which could not be inferred: give the baseline with --baseline-layers N"
             )
-        for name in ("hidden", "ffn", "heads", "seq", "micro_batch"):
+        for name in (k.name for k in REGISTRY if k.needs_traced):
             if (
                 getattr(config, name) is not None
                 and getattr(config, name) != getattr(b, name)

@@ -23,7 +23,6 @@ import numpy as np
 
 from lumos_core.graph.build import build_graph
 from lumos_core.graph.model import ExecutionGraph, NodeType
-from lumos_core.perf.hardware import get_gpu
 from lumos_core.perf.profile import HardwareProfile
 from lumos_core.progress import Progress, no_progress, scaled
 from lumos_core.replay.breakdown import (
@@ -40,9 +39,10 @@ from lumos_core.replay.simulate import simulate
 from lumos_core.trace.model import Job, RankTrace
 from lumos_core.whatif.baseline import infer_baseline
 from lumos_core.whatif.config import Baseline, JobConfig, check, unchecked
+from lumos_core.whatif.knob_registry import KNOB, REWRITE, changed_knobs, unmodelled_notes
 from lumos_core.whatif.memory_calibration import predict_for_job
 from lumos_core.whatif.memory_model import MemoryPrediction
-from lumos_core.whatif.retime import RetimePlan, Retiming, comm_model_from_trace, plan_retiming
+from lumos_core.whatif.retime import RetimeContext, RetimePlan, Retiming, comm_model_from_trace, plan_retiming
 from lumos_core.whatif.retime.host import scale_host
 
 ESTIMATE_DEFINITION = (
@@ -141,11 +141,11 @@ def estimate(
     ranks = {t.rank: t for t in job.ranks}
     base = baseline.config
 
-    structural = (
-        config.pp != base.pp
-        or config.microbatches != base.microbatches
-        or (config.layers is not None and config.layers != base.layers)
-        or (base.dp == 1 and config.dp > 1 and not _has_collectives(job))
+    changed = changed_knobs(base, config)
+    # knobs whose rule is the rewrite (knob_registry.REWRITE) rebuild the graph; so does data
+    # parallelism added to a trace with no collective to copy
+    structural = any(REWRITE in KNOB[k].rules for k in changed) or (
+        base.dp == 1 and config.dp > 1 and not _has_collectives(job)
     )
     layout = {} if structural else _replica_layout(job, base, config)
 
@@ -161,8 +161,8 @@ def estimate(
     del start0, end0
 
     progress(0.55, "rewriting the graph")
-    notes: list[str] = unchecked(config, baseline)
-    model = comm_model_from_trace(job, graph, get_gpu(base.gpu))
+    notes: list[str] = unchecked(config, baseline) + unmodelled_notes(changed, config.as_dict())
+    model = comm_model_from_trace(job, graph, base.gpu_profile)
     if profile is not None and profile.comm is not None and not _fitted(model):
         # the trace has no collectives to calibrate on: the cluster's profile knows its links
         model = dataclasses.replace(model, params=profile.comm)
@@ -174,7 +174,9 @@ def estimate(
         from lumos_core.whatif.rewrite_timeline import rewritten_timelines
 
         rw = build_rewritten(job, graph, baseline, config, notes)
-        plan = plan_retiming(job, rw.graph, baseline, config, notes, model, profile)
+        ctx = RetimeContext.make(job, rw.graph, baseline, config, model, profile)
+        plan = plan_retiming(ctx)
+        notes.extend(ctx.notes)
         created = np.flatnonzero((rw.graph.event < 0) & (rw.graph.node_type == NodeType.GPU))
         plan.apply(created, 1.0, "PP send/recv", "NCCL model of the activation size (created by the rewrite)")
         dur = np.maximum(np.rint(rw.graph.dur * plan.ratio), 0).astype(np.int64)
@@ -193,7 +195,9 @@ def estimate(
             old_dur[p.rank] = od
         represents = rw.represents
     else:
-        plan = plan_retiming(job, graph, baseline, config, notes, model, profile)
+        ctx = RetimeContext.make(job, graph, baseline, config, model, profile)
+        plan = plan_retiming(ctx)
+        notes.extend(ctx.notes)
         dur = np.maximum(np.rint(graph.dur * plan.ratio), 0).astype(np.int64)
         progress(0.7, f"simulating {graph.n_nodes} tasks")
         start, end = simulate(graph, dur, _lags(graph, plan))

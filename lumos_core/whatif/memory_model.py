@@ -31,7 +31,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from lumos_core.perf.hardware import get_gpu
 from lumos_core.whatif.config import JobConfig
 from lumos_core.whatif.schedules import schedule
 
@@ -238,7 +237,7 @@ def predict_memory(
     cfg: JobConfig, traits: ModelTraits, other: int | None = None, calibration: str = ""
 ) -> MemoryPrediction:
     """Peak memory per stage of ``cfg``. ``other``: the calibrated constant (None: the margin)."""
-    gpu = get_gpu(cfg.gpu)
+    gpu = cfg.gpu_profile
     stages = []
     per_stage = cfg.tp * cfg.dp
     for st in range(cfg.pp):

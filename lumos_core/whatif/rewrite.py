@@ -26,7 +26,6 @@ import numpy as np
 from lumos_core.errors import ConfigError
 from lumos_core.graph.model import EdgeKind, ExecutionGraph, NodeType
 from lumos_core.perf import costs
-from lumos_core.perf.hardware import get_gpu
 from lumos_core.trace.model import CollectiveKind, Job, Kind, LaneRole, RankTrace
 from lumos_core.whatif.baseline import group_roles, process_groups
 from lumos_core.whatif.config import Baseline, JobConfig
@@ -94,7 +93,7 @@ def build_rewritten(
     blocking = _p2p_blocks_cpu(graph, by_rank)
 
     b = Builder()
-    gpu = get_gpu(config.gpu)
+    gpu = config.gpu_profile
     cpu_only = not any((t.kind == Kind.KERNEL).any() for t in by_rank.values())
     h, f = base.hidden, base.ffn
     layer_params = float(4 * h * h + 2 * h * f) if h and f else 1.0

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from lumos_core.graph.model import EdgeKind, NodeType
 from lumos_core.perf import costs
-from lumos_core.perf.hardware import get_gpu
 from lumos_core.trace.model import CollectiveKind
 from lumos_core.whatif.config import JobConfig
 from lumos_core.whatif.rewrite_builder import HANDOFF_NS, LAST_CPU, Builder, chain
@@ -83,7 +82,7 @@ def emit_grad_sync(
         chain(b, cpu, 0, last)
         last[LAST_CPU] = cpu
         return
-    gpu = get_gpu(config.gpu)
+    gpu = config.gpu_profile
     inter = n * config.tp * config.pp > gpu.gpus_per_node
     seconds = costs.collective_time(CollectiveKind.ALL_REDUCE, nbytes, n, gpu, inter_node=inter)
     cpu = b.add(-1, -1, nr, NodeType.CPU, cpu_proc, P2P_LAUNCH_NS, -1, "allreduce")

@@ -16,13 +16,16 @@ trace's own efficiency stays in every prediction and the models only say how it 
 * hardware: compute-bound work by the ratio of peak FLOP/s, memory-bound work by the ratio of
   memory bandwidth, communication by link bandwidth.
 
-:func:`plan_retiming` (``planner``) applies every rule for one configuration change: ``compute``
-(GPU kernels for new shapes, added tensor parallelism), ``cpu_ops`` (CPU-only traces), ``comm``
-(collectives) and the hardware ratios of ``ratios``; ``families`` says which model a node gets and
-``plan`` holds the result. A new what-if knob that changes durations gets its rule here.
+:func:`plan_retiming` (``planner``) applies every rule of ``rules.RULES`` for one configuration
+change, in order, to a :class:`RetimeContext` (``context``: the inputs every rule reads, built once):
+``compute`` (GPU kernels for new shapes, added tensor parallelism), ``cpu_ops`` (CPU-only traces),
+``comm`` (collectives), ``host`` and the hardware ratios of ``ratios``; ``families`` says which model
+a node gets and ``plan`` holds the result. A new what-if knob that changes durations gets its rule
+in ``RULES``, under the name its entry in :mod:`lumos_core.whatif.knob_registry` gives.
 """
 
 from lumos_core.whatif.retime.comm import comm_model_from_trace
+from lumos_core.whatif.retime.context import RetimeContext
 from lumos_core.whatif.retime.families import family_of_nodes
 from lumos_core.whatif.retime.plan import RetimePlan, Retiming
 from lumos_core.whatif.retime.planner import plan_retiming
@@ -37,8 +40,11 @@ from lumos_core.whatif.retime.ratios import (
     value_map,
     width_map,
 )
+from lumos_core.whatif.retime.rules import RULES
 
 __all__ = [
+    "RULES",
+    "RetimeContext",
     "RetimePlan",
     "Retiming",
     "collective_ratio",

@@ -22,7 +22,8 @@ from lumos_core.perf.nccl import (
 )
 from lumos_core.trace.model import CollectiveKind, Job
 from lumos_core.whatif.baseline import group_roles
-from lumos_core.whatif.config import Baseline, JobConfig
+from lumos_core.whatif.config import JobConfig
+from lumos_core.whatif.retime.context import RetimeContext
 from lumos_core.whatif.retime.plan import RetimePlan
 from lumos_core.whatif.retime.rank_nodes import nodes_by_rank
 from lumos_core.whatif.retime.ratios import collective_ratio, layer_gemm_flops
@@ -146,22 +147,11 @@ def model_for(model: NcclModel, gpu: GpuProfile) -> NcclModel:
     )
 
 
-def retime_collectives(
-    job: Job,
-    graph: ExecutionGraph,
-    plan: RetimePlan,
-    baseline: Baseline,
-    config: JobConfig,
-    model: NcclModel,
-    gpu_old: GpuProfile,
-    gpu_new: GpuProfile,
-    tok_ratio: float,
-    h_ratio: float,
-    notes: list[str],
-    nodes_of_rank: dict[int, np.ndarray] | None = None,
-) -> None:
-    """``nodes_of_rank``: :func:`~lumos_core.whatif.retime.rank_nodes.nodes_by_rank` of ``graph``,
-    when the caller has it."""
+def retime_collectives(ctx: RetimeContext, plan: RetimePlan) -> None:
+    """Every collective of the graph at its new group size, message size, node layout and links."""
+    job, graph, baseline, config, model = ctx.job, ctx.graph, ctx.baseline, ctx.config, ctx.model
+    gpu_old, gpu_new, tok_ratio, h_ratio = ctx.gpu_old, ctx.gpu_new, ctx.tok_ratio, ctx.h_ratio
+    nodes_of_rank = ctx.by_rank
     base = baseline.config
     roles, _ = group_roles(job)
     new_size = {"dp": config.dp, "tp": config.tp, "pp": config.pp, "world": config.world_size}

@@ -11,11 +11,11 @@ from lumos_core.graph.model import ExecutionGraph, NodeType
 from lumos_core.perf import costs
 from lumos_core.perf.hardware import GpuProfile
 from lumos_core.perf.kernel_curves import KernelCurve, fit_curve, profile_curves
-from lumos_core.perf.profile import HardwareProfile
 from lumos_core.trace.kernel_families import Family
 from lumos_core.trace.model import CollectiveKind, Job, Kind
 from lumos_core.whatif.baseline import gemm_shape
-from lumos_core.whatif.config import Baseline, JobConfig
+from lumos_core.whatif.config import JobConfig
+from lumos_core.whatif.retime.context import RetimeContext
 from lumos_core.whatif.retime.families import family_of_nodes
 from lumos_core.whatif.retime.plan import RetimePlan
 from lumos_core.whatif.retime.ratios import (
@@ -58,24 +58,12 @@ def fit_gemm_curve(
     return fit_curve(prior, work, seconds)
 
 
-def retime_compute(
-    job: Job,
-    graph: ExecutionGraph,
-    plan: RetimePlan,
-    fam: np.ndarray,
-    task: np.ndarray,
-    base: JobConfig,
-    config: JobConfig,
-    sizes: dict[int, int],
-    tok_ratio: float,
-    h_ratio: float,
-    gpu: GpuProfile,
-    profile: HardwareProfile | None = None,
-    gemm_curve: KernelCurve | None = None,
-) -> None:
+def retime_compute(ctx: RetimeContext, plan: RetimePlan, gemm_curve: KernelCurve | None = None) -> None:
     """GEMMs by their recorded shapes: with a hardware profile its measured rate for their shape
     class, else the GEMM efficiency curve (``gemm_curve``: fitted to the trace); attention by FLOPs
     on its curve, elementwise by bytes."""
+    job, graph, fam, task, base, config = ctx.job, ctx.graph, ctx.fam, ctx.task, ctx.base, ctx.config
+    sizes, tok_ratio, h_ratio, gpu, profile = ctx.sizes, ctx.tok_ratio, ctx.h_ratio, ctx.gpu_old, ctx.profile
     tp_ratio = base.tp / config.tp
     gemm = np.flatnonzero(task & (fam == Family.GEMM))
     shaped = gemm_shapes_of_nodes(job, graph, gemm)
@@ -197,24 +185,15 @@ def gemm_shapes_of_nodes(
     return out
 
 
-def add_tp_allreduces(
-    job: Job,
-    graph: ExecutionGraph,
-    plan: RetimePlan,
-    fam: np.ndarray,
-    task: np.ndarray,
-    baseline: Baseline,
-    config: JobConfig,
-    gpu: GpuProfile,
-    tok_ratio: float,
-    notes: list[str],
-) -> None:
+def add_tp_allreduces(ctx: RetimeContext, plan: RetimePlan) -> None:
     """Tensor parallelism added to a trace without it: Megatron all-reduces the activations after
     the attention projection and the second FFN GEMM in the forward pass, and the input gradients of
     the QKV and first FFN GEMMs in the backward pass (4 per layer and microbatch), synchronously on
     the compute stream. Those GEMMs are found by shape (tokens x {hidden, 3 hidden, FFN} -> hidden)
     and each is followed by the all-reduce's NCCL-model time at the new TP size; one backward GEMM
     shares a forward shape, so the times are scaled to 4 per layer."""
+    job, graph, fam, task, baseline, config = ctx.job, ctx.graph, ctx.fam, ctx.task, ctx.baseline, ctx.config
+    gpu, tok_ratio, notes = ctx.gpu_new, ctx.tok_ratio, ctx.notes
     base = baseline.config
     h, f = base.hidden, base.ffn
     tokens = baseline.fields["tokens"].value if "tokens" in baseline.fields else None

@@ -6,29 +6,20 @@ from __future__ import annotations
 import numpy as np
 
 from lumos_core.graph.model import EdgeKind, ExecutionGraph, NodeType
-from lumos_core.perf.profile import HardwareProfile
 from lumos_core.trace.kernel_families import Family
 from lumos_core.trace.model import RankTrace
 from lumos_core.whatif.baseline import gemm_shape
-from lumos_core.whatif.config import JobConfig
+from lumos_core.whatif.retime.context import RetimeContext
 from lumos_core.whatif.retime.families import cpu_op_families
 from lumos_core.whatif.retime.plan import RetimePlan
 from lumos_core.whatif.retime.ratios import dims_ratio, gemm_flop_ratio, safe_ratio, value_map
 
 
-def retime_cpu_ops(
-    graph: ExecutionGraph,
-    plan: RetimePlan,
-    ranks: dict[int, RankTrace],
-    base: JobConfig,
-    config: JobConfig,
-    sizes: dict[int, int],
-    tok_ratio: float,
-    h_ratio: float,
-    profile: HardwareProfile | None = None,
-) -> None:
+def retime_cpu_ops(ctx: RetimeContext, plan: RetimePlan) -> None:
     """CPU-only traces: the operators themselves do the work (between and after their children), so
     each operator's tasks and its share of the CPU time between tasks scale together."""
+    graph, ranks, base, config, profile = ctx.graph, ctx.ranks, ctx.base, ctx.config, ctx.profile
+    sizes, tok_ratio, h_ratio = ctx.sizes, ctx.tok_ratio, ctx.h_ratio
     mb_ratio = safe_ratio(config.micro_batch, base.micro_batch)
     seq_ratio = safe_ratio(config.seq, base.seq)
     values = value_map(base, config)

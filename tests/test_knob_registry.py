@@ -1,0 +1,149 @@
+"""The knob registry is the one description of a knob: JobConfig's fields, the CLI options of
+estimate/sweep/validate, the text form of changes, the sweep grid, the app's form and the rules of
+the estimate are all generated from it, and a yes/no knob or one without a rule yet is supported."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import pickle
+
+import pytest
+
+from lumos_core import cli
+from lumos_core.commands.common import add_knob_arguments, knob_values
+from lumos_core.errors import ConfigError
+from lumos_core.sweep.grid import parse_grid
+from lumos_core.whatif import knob_registry as reg
+from lumos_core.whatif.config import JobConfig, problems
+from lumos_core.whatif.knobs import format_changes, parse_changes
+from lumos_core.whatif.retime.rules import RULES
+
+SAMPLE = {int: 2, float: 0.5, str: None, bool: True}
+
+
+def _sample(k: reg.Knob):  # type: ignore[no-untyped-def]
+    return k.values()[-1] if k.values() else SAMPLE[k.type]
+
+
+def test_jobconfig_has_one_field_per_knob_in_registry_order() -> None:
+    fields = dataclasses.fields(JobConfig)
+    assert [f.name for f in fields] == [k.name for k in reg.REGISTRY]
+    assert [f.default for f in fields] == [k.default for k in reg.REGISTRY]
+    c = JobConfig(dp=4, gpu="H200", nvlink_gbps=300.0)
+    assert pickle.loads(pickle.dumps(c)) == c and hash(c) == hash(
+        JobConfig(dp=4, gpu="H200", nvlink_gbps=300.0)
+    )
+    assert list(c.as_dict()) == [*reg.KNOB, "world_size"]
+    # the GPU is resolved once, with the link knobs applied
+    assert c.gpu_profile.name == "H200" and c.hardware.nvlink_bandwidth == 300e9
+    assert c.hardware.network_bandwidth == c.gpu_profile.network_bandwidth
+
+
+def test_every_rule_a_knob_names_exists_and_every_rule_serves_a_knob() -> None:
+    assert list(RULES) == list(reg.TIME_RULES)
+    named = {r for k in reg.REGISTRY for r in k.rules}
+    assert named <= set(reg.EFFECTS), named - set(reg.EFFECTS)
+    assert set(RULES) <= named, f"rules no knob names: {set(RULES) - named}"
+    for k in reg.REGISTRY:
+        assert k.group in reg.GROUPS and k.label and k.flag == "--" + k.name.replace("_", "-")
+
+
+@pytest.mark.parametrize("command", ["estimate", "sweep"])
+def test_every_knob_is_an_option_of_estimate_and_sweep(command: str) -> None:
+    parser = cli.build_parser({command})
+    argv = [command, "some/path"] + (["--grid", "dp=2"] if command == "sweep" else [])
+    given = []
+    for k in reg.REGISTRY:
+        v = _sample(k)
+        given += [k.flag] if k.type is bool else [k.flag, k.text(v) if v is not None else "x"]
+    args = parser.parse_args(argv + given)
+    got = knob_values(args)
+    assert set(got) == set(reg.KNOB)
+    for k in reg.REGISTRY:
+        if _sample(k) is not None:
+            assert got[k.name] == _sample(k), k.name
+
+
+def test_validate_takes_the_shape_knobs_for_both_jobs() -> None:
+    args = cli.build_parser({"validate"}).parse_args(
+        ["validate", "a", "b", "--baseline-layers", "8", "--layers", "16"]
+    )
+    assert args.a_layers == 8 and args.b_layers == 16
+    shape = [k.name for k in reg.REGISTRY if k.shape]
+    assert all(hasattr(args, f"a_{n}") and hasattr(args, f"b_{n}") for n in shape)
+
+
+BOOL = reg.Knob(
+    name="sp", type=bool, default=False, group="Parallelism", label="Sequence parallel",
+    short="SP", help="shard activations along the sequence", rules=(),
+)  # fmt: skip
+
+
+def test_a_yes_no_knob_gets_a_flag_pair_text_and_validation() -> None:
+    p = argparse.ArgumentParser()
+    add_knob_arguments(p, [BOOL])
+    assert p.parse_args(["--sp"]).sp is True
+    assert p.parse_args(["--no-sp"]).sp is False
+    assert p.parse_args([]).sp is None
+    for text, value in (("true", True), ("off", False), ("1", True), ("no", False)):
+        assert BOOL.coerce(text) is value
+    assert BOOL.coerce(BOOL.text(True)) is True
+    with pytest.raises(ConfigError, match="sp must be true or false"):
+        BOOL.coerce("maybe")
+    assert BOOL.problem_with(1) == "sp must be true or false (got 1)"
+    assert BOOL.problem_with(False) == "" and BOOL.values() == [True, False]
+    assert not BOOL.retimed
+
+
+def test_a_knob_without_a_rule_yet_says_so_beside_the_estimate(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(reg.KNOB, "sp", BOOL)
+    notes = reg.unmodelled_notes(["sp", "dp"], {"sp": True, "dp": 16})
+    assert notes == [
+        "sp=true: no re-timing rule for this knob yet; the predicted time does not include its effect"
+    ]
+    assert not reg.KNOB["recompute"].retimed  # memory only, and its help says so
+    assert "memory model only" in reg.KNOB["recompute"].help
+
+
+def test_the_text_form_round_trips_every_knob() -> None:
+    changes = {k.name: _sample(k) for k in reg.REGISTRY if _sample(k) is not None}
+    text = format_changes(changes)
+    assert parse_changes(text) == changes
+    assert text.split(",")[0].startswith("dp=")  # registry order
+    grid = parse_grid("tp=1,2 dp=8-32", {"gpu": "A100"})
+    assert grid.columns == ["dp", "tp", "gpu"] and grid.knobs["dp"] == [8, 16, 32]
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"dp": 0}, "dp must be a whole number >= 1 (got 0)"),
+        ({"layers": -2}, "layers must be a whole number >= 1 (got -2)"),
+        ({"schedule": "zb"}, "unknown schedule 'zb': use 1f1b or gpipe"),
+        ({"recompute": "some"}, "unknown recompute mode 'some': use none, selective, full"),
+        ({"zero": 4}, "zero must be a ZeRO stage 0-3 (got 4)"),
+        ({"gpu": "TPU9"}, "unknown GPU 'TPU9': use one of"),
+        ({"nvlink_gbps": 0.0}, "nvlink_gbps must be > 0 GB/s"),
+        ({"network_gbps": float("nan")}, "network_gbps must be > 0 GB/s"),
+        ({"cpu_scale": 101.0}, "cpu_scale must be a factor between 0 and 100 (got 101.0)"),
+    ],
+)
+def test_validation_comes_from_the_registry(changes: dict, message: str) -> None:
+    found = problems(JobConfig(**changes))
+    assert len(found) == 1 and found[0].startswith(message), found
+
+
+def test_the_app_form_shows_every_knob_once_in_its_group() -> None:
+    pytest.importorskip("PySide6")
+    from app.whatif.config_panel import GROUPS
+    from app.whatif.knob_group import CHOICES
+
+    assert [t for t, _ in GROUPS] == list(reg.GROUPS)
+    assert [n for _, knobs in GROUPS for n, _, _ in knobs] == sorted(reg.KNOB, key=_form_order)
+    assert CHOICES["zero"] == [0, 1, 2, 3] and "H100" in CHOICES["gpu"]
+
+
+def _form_order(name: str) -> tuple[int, int]:
+    k = reg.KNOB[name]
+    return reg.GROUPS.index(k.group), reg.REGISTRY.index(k)
