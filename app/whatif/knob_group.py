@@ -11,9 +11,9 @@ from PySide6.QtGui import QDoubleValidator, QIntValidator
 from PySide6.QtWidgets import QComboBox, QGridLayout, QGroupBox, QLabel, QLineEdit
 
 from lumos_core.perf.hardware import get_gpu, known_gpu_names
+from lumos_core.perf.schedules import SCHEDULES
 from lumos_core.whatif.config import RECOMPUTE_MODES, Baseline
 from lumos_core.whatif.knobs import INT_KNOBS, OVERRIDABLE
-from lumos_core.whatif.schedules import SCHEDULES
 
 SAME = "(as traced)"
 # Knobs chosen from a list: the what-if editor is a combo box of these values.

@@ -21,6 +21,7 @@ from lumos_core.commands.common import (
 from lumos_core.graph.build import build_graph
 from lumos_core.perf.hardware import get_gpu
 from lumos_core.perf.kernel_curves import profile_curves
+from lumos_core.perf.schedules import SCHEDULES
 from lumos_core.progress import scaled
 from lumos_core.replay.idle import stalls_note
 from lumos_core.trace.loader import load_job
@@ -34,7 +35,6 @@ from lumos_core.whatif.knobs import STRUCTURE_KNOBS
 from lumos_core.whatif.memory_model import MemoryPrediction
 from lumos_core.whatif.retime import comm_model_from_trace
 from lumos_core.whatif.retime.compute import fit_gemm_curve
-from lumos_core.whatif.schedules import SCHEDULES
 
 DESCRIPTION = """Predict the iteration time, breakdown and timeline of a configuration that was never
 run, from the traces of one run: the execution graph is rewritten (new collective and kernel

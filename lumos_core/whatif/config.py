@@ -14,7 +14,7 @@ from typing import Any
 
 from lumos_core.errors import ConfigError
 from lumos_core.perf.hardware import get_gpu, known_gpu_names
-from lumos_core.whatif.schedules import SCHEDULES
+from lumos_core.perf.schedules import SCHEDULES
 
 # Fields a user can change from the CLI/app, with the CLI flag that sets them.
 KNOBS: dict[str, str] = {
