@@ -9,9 +9,11 @@ milliseconds. ``NUMBA_CACHE_DIR`` must be set before numba is imported, hence th
 on the first call of a kernel (see :class:`LazyKernel`): importing the kernels costs nothing.
 
 Compilation happens on the first call of a kernel (a few seconds, once per machine) or in
-:func:`warm_up`, which the app runs on a worker thread at start-up so the GUI thread never pays it.
-``LUMOS_JIT=0`` turns the compiled path off (the plain-Python functions then run: slower, identical
-results); the tests compare both.
+:func:`lumos_core.replay.warm_up.warm_up`, which the app runs on a worker thread so the GUI thread
+never pays it. ``LUMOS_JIT=0`` turns the compiled path off: the kernels then run as the plain Python
+they are written in (much slower, identical results; the tests run both). Each algorithm has this one
+copy in the product; the tests keep independent references to compare with
+(tests/kernel_references.py).
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ def _wanted() -> bool:
         return False
 
 
-# numba itself (~1 s of imports) is imported by the first call of a kernel or by :func:`warm_up`,
+# numba itself (~1 s of imports) is imported by the first call of a kernel or by the warm-up,
 # not by importing this module: a process that never replays (the app before a job is open, the
 # CLI's light commands) never pays it, and the app pays it on the worker that warms the kernels.
 ENABLED = _wanted()
@@ -54,7 +56,7 @@ if ENABLED:
     os.environ.setdefault("NUMBA_CACHE_DIR", str(_cache_root() / "numba"))
 numba: Any = None
 _LAZY: list[LazyKernel] = []
-_KERNELS: list[Any] = []  # the dispatchers made (warm_up compiles them)
+_KERNELS: list[Any] = []  # the dispatchers made
 _compile_lock = threading.RLock()
 
 
@@ -95,7 +97,7 @@ def _dispatcher(fn: Callable[..., Any]) -> Any:
 
 def load_kernels() -> None:
     """Import numba and give every kernel defined so far its dispatcher (idempotent, thread-safe;
-    called by the first kernel call or by :func:`warm_up`, off the GUI thread)."""
+    called by the first kernel call or by the warm-up, off the GUI thread)."""
     global numba
     with _compile_lock:
         if numba is None and ENABLED:
@@ -137,23 +139,3 @@ def kernel(fn: F) -> F:
         lazy = LazyKernel(fn)
         _LAZY.append(lazy)
         return lazy  # type: ignore[return-value]
-
-
-_warm_lock = threading.Lock()
-_warmed = False
-
-
-def warm_up() -> None:
-    """Compile (or load from the cache) every kernel by running each on a tiny graph. Call it off the
-    GUI thread; it is idempotent and thread-safe."""
-    global _warmed
-    with _warm_lock:
-        if _warmed or not ENABLED:
-            _warmed = True
-            return
-        from lumos_core.graph.kernels import warm_up as warm_graph
-        from lumos_core.replay.kernels import warm_up as warm_replay
-
-        warm_graph()
-        warm_replay()
-        _warmed = True

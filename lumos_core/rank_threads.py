@@ -32,25 +32,33 @@ R = TypeVar("R")
 
 MAX_THREADS = 2  # more would mostly wait for the GIL (see above); LUMOS_THREADS overrides it
 
+# This process's share of the cores when it is one of several working side by side (set by
+# :func:`share_cores`; None: the process has the machine to itself).
+_share: int | None = None
+
 
 def thread_count() -> int:
-    """Threads for per-rank work: ``LUMOS_THREADS`` when set (1 turns threading off), else the CPU
-    count up to :data:`MAX_THREADS`."""
+    """Threads for per-rank work: ``LUMOS_THREADS`` when set (the user's override; 1 turns threading
+    off), else the CPU count up to :data:`MAX_THREADS`; never more than this process's share of the
+    cores (:func:`share_cores`)."""
+    n = max(1, min(os.cpu_count() or 1, MAX_THREADS))
     env = os.environ.get("LUMOS_THREADS", "").strip()
     if env:
         try:
-            return max(1, int(env))
+            n = max(1, int(env))
         except ValueError:
             pass  # a typo must not stop a replay: the default
-    return max(1, min(os.cpu_count() or 1, MAX_THREADS))
+    return n if _share is None else min(n, _share)
 
 
-def share_cores(processes: int) -> None:
+def share_cores(processes: int) -> int:
     """This process is one of ``processes`` working side by side (a sweep's worker pool, a Ray task
-    with one CPU): use this process's share of the cores, so that workers times threads does not
-    exceed them (threads beyond the cores only add the GIL's switching). Sets ``LUMOS_THREADS``."""
-    share = max(1, (os.cpu_count() or 1) // max(1, processes))
-    os.environ["LUMOS_THREADS"] = str(min(share, MAX_THREADS))
+    with one CPU): use only this process's share of the cores, so that workers times threads does not
+    exceed them (threads beyond the cores only add the GIL's switching). A setting of this process
+    (no environment variable is written); returns the share."""
+    global _share
+    _share = max(1, (os.cpu_count() or 1) // max(1, processes))
+    return _share
 
 
 def map_in_order(fn: Callable[[T], R], items: Iterable[T], threads: int | None = None) -> Iterator[R]:

@@ -4,9 +4,11 @@ made-up rows (no job is run)."""
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -14,13 +16,17 @@ BENCH = Path(__file__).resolve().parents[1] / "bench" / "bench_scale.py"
 
 
 def _bench(monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    """The benchmark's script (loaded as ``python bench/bench_scale.py`` would import it) and the
+    names of its parts (bench/scale/), in one namespace."""
     monkeypatch.syspath_prepend(str(BENCH.parent))  # the benchmarks import their helpers as scripts do
     spec = importlib.util.spec_from_file_location("bench_scale_under_test", BENCH)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, spec.name, module)  # its dataclasses look their module up there
+    monkeypatch.setitem(sys.modules, spec.name, module)
     spec.loader.exec_module(module)
-    return module
+    parts = [importlib.import_module(f"scale.{m}") for m in ("jobs", "probe", "verdicts", "report")]
+    names = {k: v for m in (module, *parts) for k, v in vars(m).items() if not k.startswith("__")}
+    return SimpleNamespace(**names)
 
 
 def _row(b, tasks: int, wall: float, pipeline: float, rss: int, sim: float, est_wall: float = 1.0) -> dict:  # type: ignore[no-untyped-def]

@@ -6,15 +6,11 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from kernel_references import search_in_lanes, waits_recorded_over_reference
 
 from lumos_core.graph import kernels
 from lumos_core.graph.edges.cuda_sync import find_sorted, last_by_key
-from lumos_core.graph.edges.event_wait import (
-    ROUNDS,
-    search_in_lanes,
-    waits_recorded_over,
-    waits_recorded_over_reference,
-)
+from lumos_core.graph.edges.event_wait import ROUNDS, waits_recorded_over
 from lumos_core.graph.nodes import QUEUED_GAP_NS, previous_end_on_stream
 from lumos_core.trace.model import GPU_ACTIVITY_KINDS, Kind
 

@@ -1,8 +1,8 @@
 """The compiled graph and replay kernels against their pure-Python references.
 
 Random DAGs (hypothesis) exercise the kernels directly; real and synthetic traces are built and
-replayed twice, compiled and with ``jit.ENABLED`` off (every kernel's Python reference), and every
-array of the graph, every replayed time and every critical path must be identical.
+replayed twice, on the kernels and on their independent Python references (tests/kernel_references.py),
+and every array of the graph, every replayed time and every critical path must be identical.
 """
 
 from __future__ import annotations
@@ -15,29 +15,36 @@ import pytest
 from conftest import REPO, needs_shared, shared
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from kernel_references import (
+    calibrate_start_lags_reference,
+    critical_path_reference,
+    csr_reference,
+    kahn_reference,
+    place_in_gap_numpy,
+    simulate_reference,
+    topological_order_reference,
+    use_references,
+)
 
 from lumos_core import jit
 from lumos_core.errors import GraphError
 from lumos_core.graph import kernels as graph_kernels
-from lumos_core.graph.calibrate import calibrate_start_lags, calibrate_start_lags_reference
+from lumos_core.graph.calibrate import calibrate_start_lags
 from lumos_core.graph.model import NO_ANCHOR, NodeType
 from lumos_core.graph.order import (
     csr,
-    csr_reference,
     dependency_order,
     kahn,
-    kahn_reference,
     narrow_ptr,
     order_key,
     stable_order_by_node,
     topological_order,
-    topological_order_reference,
 )
 from lumos_core.replay import kernels as replay_kernels
 from lumos_core.replay.breakdown import iteration_windows
-from lumos_core.replay.run import critical_path, critical_path_reference, replay
-from lumos_core.replay.simulate import simulate, simulate_reference
-from lumos_core.replay.timeline import place_in_gap_numpy
+from lumos_core.replay.run import critical_path, replay
+from lumos_core.replay.simulate import simulate
+from lumos_core.replay.warm_up import warm_up
 from lumos_core.synth import ModelSpec, SynthConfig, synthesize
 from lumos_core.trace.loader import load_job
 
@@ -379,7 +386,7 @@ def test_counting_sort_of_edges_equals_stable_argsort(n: int, m: int, seed: int,
 def _both_ways(job, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
     fast = replay(job)
     with monkeypatch.context() as m:
-        m.setattr(jit, "ENABLED", False)
+        use_references(m)
         ref = replay(job)
     return fast, ref
 
@@ -457,7 +464,7 @@ def test_numba_caches_outside_the_install_folder() -> None:
 
     cache = Path(os.environ["NUMBA_CACHE_DIR"]).resolve()
     assert REPO not in cache.parents and cache != REPO
-    jit.warm_up()
+    warm_up()
     assert any(cache.rglob("*.nbi")), "warm_up wrote no compiled code to the cache"
 
 
@@ -483,9 +490,9 @@ def test_warm_up_compiles_every_graph_kernel_signature_a_build_uses() -> None:
     import sys
 
     code = (
-        "from lumos_core import jit\n"
         "from lumos_core.graph import kernels as k\n"
-        "jit.warm_up()\n"
+        "from lumos_core.replay.warm_up import warm_up\n"
+        "warm_up()\n"
         "from lumos_core.replay import kernels as rk\n"
         "fns = {m.__name__ + '.' + n: getattr(m, n) for m in (k, rk) for n in dir(m)}\n"
         "fns = {n: f for n, f in fns.items() if hasattr(f, 'signatures')}\n"

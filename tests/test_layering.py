@@ -8,7 +8,7 @@
 Also: no module imports a ``_private`` name of another module; no import cycles among the modules of
 lumos_core or among those of app; engine files stay under ~600 lines and classes under ~300 (the
 deliberate exceptions are listed below, each with its reason); the command line and the sweep
-workers never load Qt; the old import paths keep their public names.
+workers never load Qt; the packages keep their public names.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ import importlib
 import json
 import subprocess
 import sys
-from collections import defaultdict
 from pathlib import Path
 
 import networkx as nx
@@ -43,22 +42,12 @@ LEVEL = {
     "cli": 8,
     "__main__": 9,
     "__init__": 9,  # lumos_core/__init__.py: the package's public names
-    "loader": 9,  # old import paths, kept for users: they re-export the new homes
-    "estimate": 9,
 }
 # Stages on one level that must not import each other (beside each other, not above).
 SIBLINGS = [{"graph", "synth"}, {"sweep", "compare"}]
 
-# (importing module, imported module): why the import may point up or sideways.
-LAYER_EXCEPTIONS = {
-    ("lumos_core.jit", "lumos_core.graph.kernels"): "warm_up() compiles the graph kernels, imported "
-    "when called (jit sits below the kernels it compiles)",
-    ("lumos_core.jit", "lumos_core.replay.kernels"): "warm_up() compiles the replay kernels, imported "
-    "when called",
-    ("lumos_core.synth.models", "lumos_core.whatif.schedules"): "the synthetic generator runs the "
-    "pipeline schedules the rewrite uses (schedules.py imports nothing of the engine)",
-    ("lumos_core.synth.stage_program", "lumos_core.whatif.schedules"): "as above",
-}
+# (importing module, imported module): why the import may point up or sideways. None today: keep it so.
+LAYER_EXCEPTIONS: dict[tuple[str, str], str] = {}
 # (file, class or None for the whole file): why it is longer than the limit.
 SIZE_EXCEPTIONS: dict[tuple[str, str | None], str] = {}  # none today
 MAX_FILE_LINES = 600
@@ -169,7 +158,7 @@ def test_no_import_cycles(root: str) -> None:
     for mod, path in modules.items():
         g.add_node(mod)
         for target, _, _ in _imports(path, modules):
-            if target != mod and (mod, target) not in LAYER_EXCEPTIONS:  # those import when called
+            if target != mod:
                 g.add_edge(mod, target)
     cycles = [c for c in nx.simple_cycles(g) if len(c) > 1]
     # a package's __init__ importing its own modules is no cycle unless a module imports it back
@@ -282,8 +271,8 @@ def test_sweep_workers_never_load_qt(tmp_path: Path) -> None:
     assert [r["status"] for r in doc["rows"]] == ["ok", "ok"], doc["rows"]
 
 
-# The old import paths and the public names they had when the engine moved into stage folders.
-OLD_PATHS = {
+# The packages' public names (what users' scripts import).
+PUBLIC_NAMES = {
     "lumos_core": [
         "Cancelled",
         "CollectiveKind",
@@ -303,14 +292,6 @@ OLD_PATHS = {
         "load_job",
         "no_progress",
     ],
-    "lumos_core.loader": [
-        "TRACE_SUFFIXES",
-        "describe",
-        "discover_trace_files",
-        "load_job",
-        "rank_from_file_name",
-    ],
-    "lumos_core.estimate": ["ESTIMATE_DEFINITION", "EstimateResult", "Outcome", "estimate"],
     "lumos_core.graph": [
         "NO_ANCHOR",
         "EdgeKind",
@@ -334,19 +315,9 @@ OLD_PATHS = {
 }
 
 
-@pytest.mark.parametrize("path", sorted(OLD_PATHS))
-def test_old_import_paths_keep_their_public_names(path: str) -> None:
+@pytest.mark.parametrize("path", sorted(PUBLIC_NAMES))
+def test_packages_keep_their_public_names(path: str) -> None:
     module = importlib.import_module(path)
-    missing = [n for n in OLD_PATHS[path] if not hasattr(module, n)]
+    missing = [n for n in PUBLIC_NAMES[path] if not hasattr(module, n)]
     assert not missing, f"{path} lost {missing}"
-    assert set(OLD_PATHS[path]) <= set(getattr(module, "__all__", OLD_PATHS[path]))
-
-
-def test_nothing_in_the_project_imports_the_old_paths() -> None:
-    """lumos_core.loader and lumos_core.estimate are for users; the project imports the new homes."""
-    users = defaultdict(list)
-    for mod, path in (CORE | APP).items():
-        for target, line, _ in _imports(path, CORE | APP):
-            if target in ("lumos_core.loader", "lumos_core.estimate") and mod != "lumos_core":
-                users[target].append(f"{path.relative_to(REPO)}:{line}")
-    assert not users, dict(users)
+    assert set(PUBLIC_NAMES[path]) <= set(getattr(module, "__all__", PUBLIC_NAMES[path]))

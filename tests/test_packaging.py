@@ -112,7 +112,13 @@ def test_spec_entry_point_data_files_and_hidden_imports(monkeypatch) -> None:
     hidden = set(a.kwargs["hiddenimports"])
     assert {f"lumos_core.commands.{name}" for name in COMMANDS} <= hidden
     # the compiled kernels and the compiler they need
-    assert {"numba", "llvmlite", "lumos_core.graph.kernels", "lumos_core.replay.kernels"} <= hidden
+    assert {
+        "numba",
+        "llvmlite",
+        "lumos_core.graph.kernels",
+        "lumos_core.replay.kernels",
+        "lumos_core.replay.warm_up",
+    } <= hidden
     excluded = set(a.kwargs["excludes"])
     assert not {"numba", "llvmlite"} & excluded
 

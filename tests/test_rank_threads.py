@@ -191,9 +191,13 @@ def test_processes_sharing_the_cores_use_their_share(
     stays within the cores."""
     import os
 
-    from lumos_core.rank_threads import share_cores
+    from lumos_core import rank_threads
 
+    monkeypatch.setattr(rank_threads, "_share", None)  # restored after the test
     monkeypatch.setattr(os, "cpu_count", lambda: cores)
     monkeypatch.setenv("LUMOS_THREADS", "")
-    share_cores(processes)
+    rank_threads.share_cores(processes)
     assert thread_count() == want
+    assert os.environ["LUMOS_THREADS"] == "", "the share is a setting of the process, not the environment"
+    monkeypatch.setenv("LUMOS_THREADS", "1")  # the user's override still applies under the share
+    assert thread_count() == 1

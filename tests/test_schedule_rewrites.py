@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from lumos_core.perf.schedules import format_schedule, schedule
 from lumos_core.synth import ModelSpec, SynthConfig, synthesize
 from lumos_core.trace.loader import load_job
 from lumos_core.whatif.estimate import estimate
-from lumos_core.whatif.schedules import format_schedule, schedule
 
 
 def _synth(out: Path, model: ModelSpec, **kw) -> Path:

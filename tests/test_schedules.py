@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from lumos_core.errors import ConfigError
-from lumos_core.whatif.schedules import format_schedule, pipeline_steps, schedule, warmup_count
+from lumos_core.perf.schedules import format_schedule, pipeline_steps, schedule, warmup_count
 
 
 def test_paper_figure4_stage0_pp4_m8():

@@ -31,7 +31,6 @@ from PySide6.QtCore import QObject, Signal
 from app.jobs import BackgroundTask
 from app.loaded_job import LoadedJob, infer_job_baseline
 from app.timeline.overlay_data import PredictedOverlay, build_overlay
-from lumos_core import jit
 from lumos_core.compare.validate import prediction_scenario, validate_jobs
 from lumos_core.graph.build import build_graph
 from lumos_core.graph.model import ExecutionGraph
@@ -39,6 +38,7 @@ from lumos_core.perf.profile import HardwareProfile
 from lumos_core.progress import Progress, scaled
 from lumos_core.replay.idle import stalls_note
 from lumos_core.replay.run import ReplayResult, replay
+from lumos_core.replay.warm_up import warm_up
 from lumos_core.sweep.point import GridRow
 from lumos_core.sweep.run import SweepReport, run_axis
 from lumos_core.trace.loader import load_job
@@ -130,7 +130,7 @@ class GraphCache:
                 t0 = time.perf_counter()
                 # compile (or load) the graph and replay kernels here, on the worker, before any use
                 progress(0.0, "preparing the compiled kernels")
-                jit.warm_up()
+                warm_up()
                 self.graph = build_graph(self.job, progress=progress, absorb_unexplained=self.keep_stalls)
                 self.build_s = time.perf_counter() - t0
             else:

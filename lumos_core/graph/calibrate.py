@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from lumos_core import jit
 from lumos_core.graph import kernels
 from lumos_core.graph.model import NO_ANCHOR, NodeType
 
@@ -28,12 +27,9 @@ def calibrate_start_lags(
 
     Runs the compiled passes (:func:`lumos_core.graph.kernels.calibrate_start`): at millions of
     edges the numpy form's dozen edge-sized temporaries cost more (fresh pages each) than the
-    arithmetic. :func:`calibrate_start_lags_reference` is the numpy form, used without numba and
-    by the tests."""
+    arithmetic. The tests compare it with a numpy form (tests/kernel_references.py)."""
     if len(src) == 0:
         return lag, 0
-    if not jit.ENABLED:
-        return calibrate_start_lags_reference(node, src, dst, lag, from_end, anchor, absorb)
     out, delay = kernels.calibrate_start(
         np.ascontiguousarray(src, np.int32),
         np.ascontiguousarray(dst, np.int32),
@@ -46,42 +42,6 @@ def calibrate_start_lags(
         bool(absorb),
     )
     return out, int(delay[node["type"] != NodeType.CPU].sum())
-
-
-def calibrate_start_lags_reference(
-    node: dict[str, np.ndarray],
-    src: np.ndarray,
-    dst: np.ndarray,
-    lag: np.ndarray,
-    from_end: np.ndarray,
-    anchor: np.ndarray,
-    absorb: bool,
-) -> tuple[np.ndarray, int]:
-    """:func:`calibrate_start_lags` in numpy."""
-    if len(src) == 0:
-        return lag, 0
-    t_src = np.where(from_end, node["me"][src], node["ms"][src])
-    bound = t_src + lag
-    target = node["ms"][dst]
-    # Too tight: the task started earlier than this edge allows (clock fuzz, a wrong inference).
-    lag = np.where(bound > target, lag - (bound - target), lag)
-    bound = t_src + lag
-    n = len(node["dur"])
-    best = np.full(n, np.iinfo(np.int64).min)
-    np.maximum.at(best, dst, bound)
-    # Too loose: nothing explains the start; attach the delay to the binding edge (the latest bound).
-    delay = np.where(best > np.iinfo(np.int64).min // 2, node["ms"] - best, 0)
-    delay = np.maximum(delay, 0)
-    delay[anchor != NO_ANCHOR] = 0
-    is_best = bound == best[dst]
-    first_best = np.zeros(len(src), bool)
-    cand = np.flatnonzero(is_best)
-    _, first = np.unique(dst[cand], return_index=True)
-    first_best[cand[first]] = True
-    if absorb:
-        lag = lag + np.where(first_best, delay[dst], 0)
-    gpu_like = node["type"] != NodeType.CPU
-    return lag, int(delay[gpu_like].sum())
 
 
 def calibrate_end_lags(

@@ -2,8 +2,8 @@
 cudaStreamWaitEvent calls with the work they wait for, and the calibration of start lags.
 
 Plain loops over flat arrays so numba compiles them (see :mod:`lumos_core.jit`); without numba they
-run as Python. ``order.kahn_reference``, ``edges.event_wait`` and ``calibrate`` keep the Python versions the tests
-compare these against.
+run as Python. The tests compare them with independent numpy and ``heapq`` versions
+(tests/kernel_references.py).
 """
 
 from __future__ import annotations
@@ -466,8 +466,7 @@ def waits_recorded_over(  # type: ignore[no-untyped-def]
     src, dst, cap, key_lane, key_ts, order, stream_lane, launch_ts, act_start, act_end, queued_gap, rounds
 ):
     """The pairs an event captures besides its stream's last kernel, found ``rounds`` times over
-    (chains of waits): ``edges.event_wait.waits_recorded_over_reference`` is its numpy form, the
-    reference. All arguments are launch-indexed int64 arrays; ``key_lane``/``key_ts`` are the
+    (chains of waits): tests/kernel_references.py has its numpy form, the reference. All arguments are launch-indexed int64 arrays; ``key_lane``/``key_ts`` are the
     waits' held stream and time sorted by (stream, time), ``order`` the pair of each key. Returns
     the added (src, dst, lag), in the order the numpy form appends them."""
     width = len(launch_ts)
@@ -540,7 +539,7 @@ def waits_recorded_over(  # type: ignore[no-untyped-def]
 
 
 def warm_up() -> None:
-    """Compile the kernels on tiny inputs."""
+    """Compile the kernels on tiny inputs (called by :mod:`lumos_core.replay.warm_up`)."""
     ptr = np.asarray([0, 0, 1], np.int64)
     src = np.asarray([0], np.int32)
     sort_by_key(np.asarray([3, 1], np.int64))

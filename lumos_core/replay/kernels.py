@@ -2,9 +2,8 @@
 the placing of a replayed timeline's other events between its tasks.
 
 Written as plain loops over flat arrays so numba compiles them (see :mod:`lumos_core.jit`); without
-numba they run as Python. ``simulate.simulate`` and ``run.critical_path`` keep their list-based
-Python versions, and ``timeline.place_in_gap_numpy`` its numpy form, as the references the tests
-compare these against.
+numba they run as Python. The tests compare them with independent list-based and numpy versions
+(tests/kernel_references.py).
 """
 
 from __future__ import annotations
@@ -158,7 +157,7 @@ def place_in_gap(x, k, j, has_n, has_p, ms, ns, me_sorted, ne_sorted):  # type: 
     ``ne_sorted``: measured/new task ends, by measured end.
 
     One pass per point. The numpy expression it replaces
-    (:func:`lumos_core.replay.timeline.place_in_gap_numpy`, the reference the tests compare it with)
+    (``place_in_gap_numpy`` in tests/kernel_references.py, the reference the tests compare it with)
     made a dozen temporaries the size of ``x``; this step of the replayed timelines is 18-25 % faster
     so (256 and 512 ranks, measured in-process). The arithmetic is the same, operation for operation
     (float64 fraction, round half to even), so the times are identical."""

@@ -39,7 +39,7 @@ from lumos_core.replay.breakdown import (
 from lumos_core.replay.intervals import coverage
 from lumos_core.replay.kernels import CAT_COMM, CAT_COMPUTE, CAT_CPU, CAT_LAG, CAT_SYNC_WAIT, critical_walk
 from lumos_core.replay.outcome import Outcome, outcome_from
-from lumos_core.replay.simulate import binding_end_predecessor, binding_predecessor, simulate
+from lumos_core.replay.simulate import simulate
 from lumos_core.replay.timeline import predicted_rank
 from lumos_core.trace.model import Job, RankTrace
 
@@ -414,19 +414,6 @@ def node_categories(graph: ExecutionGraph) -> np.ndarray:
 _CHUNK = 1 << 18
 
 
-def _category(graph: ExecutionGraph, v: int) -> str:
-    t = graph.node_type[v]
-    if t == NodeType.CPU:
-        return "cpu"
-    if graph.arrive_of[v] >= 0:
-        return "gpu_communication"
-    r = graph.job.rank(int(graph.rank[v]))
-    e = int(graph.event[v])
-    if e >= 0 and np.any(r.collectives.event == e):
-        return "gpu_communication"
-    return "gpu_compute"
-
-
 def critical_path(
     graph: ExecutionGraph,
     start: np.ndarray,
@@ -440,10 +427,8 @@ def critical_path(
     set each start (or a blocking call's end), until the window's start. Time on the path is split
     into task time by category and dependency lags by edge kind.
 
-    Runs the compiled walk (:func:`replay.kernels.critical_walk`); :func:`critical_path_reference`
-    is the same walk in Python, used without numba and by the tests."""
-    if not jit.ENABLED:
-        return critical_path_reference(graph, start, end, rank, window)
+    Runs the compiled walk (:func:`replay.kernels.critical_walk`; tests/kernel_references.py walks
+    the same path one node at a time, for the tests)."""
     ctx = context or PathContext(graph)
     nodes = ctx.nodes_of(rank)
     e = end[nodes]
@@ -460,57 +445,6 @@ def critical_path(
     cats = {_SLOT_NAMES[s]: int(sums[s]) for s in np.argsort(seen).tolist() if seen[s] >= 0}
     length = int(end[v]) - max(int(start[walk[-1]]), window.start)
     return CriticalPath(walk[::-1].copy(), length, cats)
-
-
-def critical_path_reference(
-    graph: ExecutionGraph, start: np.ndarray, end: np.ndarray, rank: int, window: Window
-) -> CriticalPath:
-    """:func:`critical_path` in plain Python (one node at a time)."""
-    mine = np.flatnonzero(
-        (graph.rank == rank) & (graph.node_type <= NodeType.GPU) & (end <= window.end) & (end > window.start)
-    )
-    if len(mine) == 0:
-        return CriticalPath(np.zeros(0, np.int64), 0, {})
-    v = int(mine[np.argmax(end[mine])])
-    t_end = int(end[v])
-    nodes: list[int] = []
-    cats: dict[str, int] = {}
-    guard = 0
-    while v >= 0 and guard < 1_000_000:
-        guard += 1
-        nodes.append(v)
-        u, kind = binding_end_predecessor(graph, start, end, v)
-        if u >= 0:  # a blocking call that ended when the GPU work it waited for ended
-            cats["waiting (sync)"] = cats.get("waiting (sync)", 0) + int(end[v] - max(end[u], start[v]))
-            cats[_category(graph, v)] = cats.get(_category(graph, v), 0) + int(
-                max(end[u], start[v]) - start[v]
-            )
-            v = u
-            continue
-        if graph.node_type[v] != NodeType.JOIN:
-            cats[_category(graph, v)] = cats.get(_category(graph, v), 0) + int(end[v] - start[v])
-        if start[v] <= window.start:
-            break
-        u, kind = binding_predecessor(graph, start, end, v)
-        if u < 0:
-            break
-        ref = end[u] if bool(_edge_from_end(graph, u, v)) else start[u]
-        gap = int(start[v] - ref)
-        if gap:
-            label = EdgeKind(kind).name.lower()
-            cats[f"lag: {label}"] = cats.get(f"lag: {label}", 0) + gap
-        v = u
-    first = nodes[-1]
-    length = t_end - max(int(start[first]), window.start)
-    return CriticalPath(np.asarray(nodes[::-1], np.int64), length, cats)
-
-
-def _edge_from_end(graph: ExecutionGraph, u: int, v: int) -> bool:
-    a, b = int(graph.sp_ptr[v]), int(graph.sp_ptr[v + 1])
-    for j in range(a, b):
-        if graph.sp_src[j] == u:
-            return bool(graph.sp_from_end[j])
-    return True
 
 
 def check_replayable(job: Job) -> None:

@@ -176,34 +176,3 @@ def _map_into_gaps(
     k = np.minimum(nxt, len(ms) - 1)
     j = np.maximum(prv, 0)
     return place_in_gap(x, k, j, has_n, has_p, ms, ns, me_sorted, ne_sorted)
-
-
-def place_in_gap_numpy(
-    x: np.ndarray,
-    k: np.ndarray,
-    j: np.ndarray,
-    has_n: np.ndarray,
-    has_p: np.ndarray,
-    ms: np.ndarray,
-    ns: np.ndarray,
-    me_sorted: np.ndarray,
-    ne_sorted: np.ndarray,
-) -> np.ndarray:
-    """New times of points ``x`` given the next task ``k`` to start (valid where ``has_n``) and the
-    last task ``j`` ended (valid where ``has_p``): moved with the next task, else with the previous
-    one, and interpolated across the gap where both exist and the gap is real.
-
-    The numpy form of :func:`lumos_core.replay.kernels.place_in_gap`, which the replay runs (one
-    pass, no temporaries); kept as the reference the tests compare the kernel with."""
-    by_next = x + (ns[k] - ms[k])
-    by_prev = x + (ne_sorted[j] - me_sorted[j])
-    out = np.where(has_n, by_next, by_prev)
-    both = has_n & has_p
-    if both.any():
-        g_old = (ms[k] - me_sorted[j]).astype(np.float64)
-        g_new = (ns[k] - ne_sorted[j]).astype(np.float64)
-        ok = both & (g_old > 0) & (g_new >= 0)
-        frac = np.where(ok, (x - me_sorted[j]) / np.where(g_old > 0, g_old, 1.0), 0.0)
-        interp = ne_sorted[j] + np.rint(frac * g_new).astype(np.int64)
-        out = np.where(ok, interp, out)
-    return out

@@ -11,7 +11,7 @@ What a step contains (Megatron-LM with the distributed optimizer, ``overlap_grad
 tensor parallelism without sequence parallelism, untied embeddings):
 
 * ``ProfilerStep#N`` around everything; a fill kernel zeroes the gradient buffer;
-* the pipeline schedule (:func:`lumos_core.whatif.schedules.pipeline_steps`): forward steps on the main
+* the pipeline schedule (:func:`lumos_core.perf.schedules.pipeline_steps`): forward steps on the main
   thread, backward steps on the autograd thread (``pt_autograd_0``), p2p groups on the main
   thread with one NCCL stream per peer;
 * per layer forward: LayerNorm, QKV GEMM, flash attention, projection GEMM, TP all-reduce,

@@ -25,7 +25,7 @@ from typing import Any
 
 from lumos_core.errors import ConfigError
 from lumos_core.perf.hardware import get_gpu, known_gpu_names
-from lumos_core.whatif.schedules import SCHEDULES
+from lumos_core.perf.schedules import SCHEDULES
 
 # Activation recomputation (Korthikanti et al. 2022): none, selective (attention core) or full.
 RECOMPUTE_MODES = ("none", "selective", "full")

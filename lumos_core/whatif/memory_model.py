@@ -31,8 +31,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from lumos_core.perf.schedules import schedule
 from lumos_core.whatif.config import JobConfig
-from lumos_core.whatif.schedules import schedule
 
 __all__ = [
     "MARGIN_BYTES",

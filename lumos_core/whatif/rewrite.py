@@ -5,7 +5,7 @@ tasks into new stages", "update the pipeline schedule", "insert communication ta
 The traced iteration is cut into *templates*: the tasks of one layer's forward or backward of one
 microbatch, of the embedding, of the head and loss, of the iteration's prologue and optimizer step
 (:mod:`lumos_core.whatif.segments`). Each new pipeline stage gets a *program*: its layers' templates in the
-order of the schedule (:mod:`lumos_core.whatif.schedules`, 1F1B or GPipe), copied with their own
+order of the schedule (:mod:`lumos_core.perf.schedules`, 1F1B or GPipe), copied with their own
 dependencies (launches, event waits, syncs, collectives) and measured lags, chained in the new
 order on every thread and stream, plus new send/recv tasks between stages. A dependency that
 crossed template boundaries in the trace is reconnected to the most recent copy of its source.
@@ -26,6 +26,7 @@ import numpy as np
 from lumos_core.errors import ConfigError
 from lumos_core.graph.model import EdgeKind, ExecutionGraph, NodeType
 from lumos_core.perf import costs
+from lumos_core.perf.schedules import pipeline_steps
 from lumos_core.trace.model import CollectiveKind, Job, Kind, LaneRole, RankTrace
 from lumos_core.whatif.baseline import group_roles, process_groups
 from lumos_core.whatif.config import Baseline, JobConfig
@@ -38,7 +39,6 @@ from lumos_core.whatif.rewrite_comm import (
     emit_p2p_group,
     join_transfers,
 )
-from lumos_core.whatif.schedules import pipeline_steps
 from lumos_core.whatif.segments import Phase, segment_rank
 
 PP_STREAM = 9001  # stream id of the synthetic pipeline send/recv stream
