@@ -207,7 +207,11 @@ class MainWindow(JobOpening, WindowMenus, QMainWindow):
             )
         # routine loader warnings go to a status-bar button, not a banner over the timeline
         warnings = [w for w in job.warnings if not w.startswith("skipped ")]
-        self.warnings_button.setText(f"⚠ {len(warnings)} warning{'s' * (len(warnings) != 1)}")
+        cache_note = next((w.split(" (")[0] for w in warnings if w.startswith("not cached: ")), "")
+        self.warnings_button.setText(
+            f"⚠ {len(warnings)} warning{'s' * (len(warnings) != 1)}"
+            + (f" — {cache_note}" if cache_note else "")
+        )
         self.warnings_button.setToolTip("\n".join(warnings[:10]))
         self.warnings_button.setVisible(bool(warnings))
         self.search_box.clear()
