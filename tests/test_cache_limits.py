@@ -95,7 +95,10 @@ def test_jobs_three_times_the_cap_leave_the_cache_under_it_with_two_writers(tmp_
     # the job used last (here: one evicted long ago) is in the cache afterwards, still within the cap
     oldest = jobs[0]
     assert not cached(oldest, root)
-    assert cli.main(["inspect", str(oldest), "-q", "--json", "--cache-dir", str(root), "--cache-max", str(cap)]) == 0
+    assert (
+        cli.main(["inspect", str(oldest), "-q", "--json", "--cache-dir", str(root), "--cache-max", str(cap)])
+        == 0
+    )
     assert cached(oldest, root)
     assert cache_bytes(root) <= cap
 
@@ -222,3 +225,31 @@ def test_reading_a_job_makes_it_the_most_recently_used(tmp_path: Path) -> None:
         load_job(job, cache_config=config)
         gc.collect()  # the job's mappings (and their locks) go
     assert cached(a, config.root) and cached(c, config.root) and not cached(b, config.root)
+
+
+def test_cache_max_before_the_command_applies_to_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli.split_global_options(["--cache-max", "5G", "inspect", "x"]) == (
+        ["inspect", "x"],
+        {"cache_max": "5G"},
+    )
+    assert cli.split_global_options(["--cache-max=1M", "cache", "info"]) == (
+        ["cache", "info"],
+        {"cache_max": "1M"},
+    )
+    root = tmp_path / "cache"
+    assert cli.main(["--cache-max", "1.5G", "cache", "info", "--cache-dir", str(root)]) == 0
+    out = capsys.readouterr().out
+    assert "1.5 GB (--cache-max 1.5G)" in out and str(root) in out
+    assert cli.main(["cache", "info", "--cache-dir", str(root), "--cache-max", "10Q"]) == 2
+    assert "cannot read '10Q' as a size" in capsys.readouterr().err
+
+
+def test_the_doctor_shows_the_cache_cap(monkeypatch: pytest.MonkeyPatch) -> None:
+    from app.doctor import report_lines
+
+    monkeypatch.setenv("LUMOS_CACHE_MAX", "7G")
+    lines, _ = report_lines(with_probe=False)
+    line = next(x for x in lines if x.startswith("cache "))
+    assert os.environ["LUMOS_CACHE_DIR"] in line and "cap 7.0 GB (LUMOS_CACHE_MAX 7G)" in line
