@@ -53,19 +53,36 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--synth", action="store_true", help="also a synthetic 32-rank job (lumos synth)")
     args = ap.parse_args()
-    folders = sorted(p for p in SHARED.iterdir() if p.is_dir() and p.name != "LICENSES") if SHARED.is_dir() else []
+    folders = (
+        sorted(p for p in SHARED.iterdir() if p.is_dir() and p.name != "LICENSES") if SHARED.is_dir() else []
+    )
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         if args.synth:
             job = Path(tmp) / "synth-32"
             subprocess.run(
-                [sys.executable, "-m", "lumos_core", "synth", str(job), "--tp", "8", "--pp", "4", "--dp", "1", "--quiet"],
+                [
+                    sys.executable,
+                    "-m",
+                    "lumos_core",
+                    "synth",
+                    str(job),
+                    "--tp",
+                    "8",
+                    "--pp",
+                    "4",
+                    "--dp",
+                    "1",
+                    "--quiet",
+                ],
                 cwd=REPO,
                 check=True,
                 capture_output=True,
             )
             folders.append(job)
-        print(f"{'folder':<28} {'traces':>10} {'uncompr.':>10} {'cache':>10} {'cache/traces':>13} {'cache/uncompr.':>15}")
+        print(
+            f"{'folder':<28} {'traces':>10} {'uncompr.':>10} {'cache':>10} {'cache/traces':>13} {'cache/uncompr.':>15}"
+        )
         for folder in folders:
             try:
                 stored, raw, cached = measure(folder)

@@ -56,3 +56,22 @@ def test_the_cache_cap_is_an_app_setting(monkeypatch: pytest.MonkeyPatch) -> Non
         assert settings.cache_config().cap() == 2 * GB
     finally:
         settings.set_cache_max_setting("")
+
+
+def test_the_file_menu_sets_the_cache_cap(window, monkeypatch: pytest.MonkeyPatch) -> None:
+    from app.cache_dialog import ask_cache_max, cache_summary
+
+    monkeypatch.delenv("LUMOS_CACHE_MAX", raising=False)
+    assert any("Cache Size" in a.text() for a in window.menuBar().actions()[0].menu().actions())
+    shown: list[str] = []
+
+    def answer(text: str) -> object:
+        return lambda parent, title, label, *rest: (shown.append(label), (text, True))[1]
+
+    try:
+        assert ask_cache_max(window, answer("3G"))
+        assert settings.cache_config().cap() == 3 * GB
+        assert "cap 3.0 GB" in cache_summary()
+        assert "holds" in shown[0]
+    finally:
+        settings.set_cache_max_setting("")
