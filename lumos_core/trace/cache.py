@@ -20,7 +20,7 @@ when ranks are put on one time base) becomes a new array. Read-only pages are al
 so a big job can hand them back after use and read them again from the page cache
 (:mod:`lumos_core.os_memory`).
 
-Beside each entry, ``<key>.src`` names its source file (resolved path, size, modification time,
+Beside the entries, ``sources/<key>.src`` names each one's source file (resolved path, size, modification time,
 inode), so that entries of deleted or changed traces can be found and dropped
 (:mod:`lumos_core.trace.cache_evict`, which also keeps the folder under its size cap). A write that
 would leave the volume too full is skipped (:func:`lumos_core.trace.cache_config.free_space_problem`);
@@ -92,6 +92,12 @@ _GROUPS = (("coll_", COLLECTIVE_COLUMNS), ("mem_", MEMORY_COLUMNS), ("sync_", CU
 
 
 SOURCE_SUFFIX = ".src"
+
+
+def source_path(entry: Path) -> Path:
+    """Where the ``.src`` of ``entry`` (``<root>/ranks/<key>.rank``) is: ``<root>/sources/<key>.src``
+    (a folder of their own, so that ``ranks/`` holds one file per cached rank file)."""
+    return entry.parent.parent / "sources" / f"{entry.stem}{SOURCE_SUFFIX}"
 
 
 def cache_dir() -> Path:
@@ -184,7 +190,7 @@ def save(rank: RankTrace, path: Path, root: Path | None = None) -> bool:
         if free_space_problem(target.parent, _align(len(head)) + size) is not None:
             return False
         target.parent.mkdir(parents=True, exist_ok=True)
-        _write_source(target.with_suffix(SOURCE_SUFFIX), ident)
+        _write_source(source_path(target), ident)
         fd, name = tempfile.mkstemp(dir=target.parent, suffix=".tmp")
         tmp = Path(name)
         with os.fdopen(fd, "wb") as f:
@@ -210,6 +216,7 @@ def save(rank: RankTrace, path: Path, root: Path | None = None) -> bool:
 
 def _write_source(dest: Path, ident: dict[str, Any]) -> None:
     """The ``.src`` file naming the entry's source (written first: an entry never lacks one)."""
+    dest.parent.mkdir(exist_ok=True)
     fd, name = tempfile.mkstemp(dir=dest.parent, suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
@@ -374,5 +381,7 @@ def clear(root: Path | None = None) -> int:
                 shutil.rmtree(f, ignore_errors=True)
             elif not remove_unless_in_use(f):
                 continue
+            elif f.suffix == ".rank":
+                source_path(f).unlink(missing_ok=True)
             n += 1
     return n

@@ -1,7 +1,7 @@
 """Keep the cache folder within its cap: what is in it, what is stale, and least-recently-used eviction.
 
 The folder holds (see :mod:`lumos_core.trace.cache`): ``ranks/<key>.rank`` entries with their
-``<key>.src``; the demo job's generated folder ``demo-<hash>/`` (:mod:`lumos_core.synth.demo`); the
+``sources/<key>.src``; the demo job's generated folder ``demo-<hash>/`` (:mod:`lumos_core.synth.demo`); the
 compiled kernels ``numba/`` (:mod:`lumos_core.jit`, when they live under this folder). All of it
 counts towards the cap, in bytes on disk (allocated blocks, not file lengths).
 
@@ -9,7 +9,7 @@ A pass (:func:`enforce`), run by the loader after a job wrote entries and by ``l
 
 1. drops entries whose source trace is gone or changed (its ``.src`` no longer matches the file),
    entries without a ``.src`` (an older Lumos wrote them; they are never read again), and leftovers
-   of crashed writes older than an hour;
+   of crashed writes (and ``.src`` files without their entry) older than an hour;
 2. then, while the folder is over the cap, deletes the least recently used unit: an entry (used =
    written or last read, see ``cache._mark_used``) or the demo folder; the compiled kernels go last
    (small, shared by every job, and seconds to rebuild).
@@ -92,10 +92,12 @@ def scan(root: Path) -> list[Unit]:
     """Every unit of the cache folder ``root`` (empty if it does not exist)."""
     units: list[Unit] = []
     ranks: dict[str, dict[str, tuple[Path, os.stat_result]]] = {}
-    try:
-        listing = list(os.scandir(root / "ranks"))
-    except OSError:
-        listing = []
+    listing = []
+    for sub in ("ranks", "sources"):
+        try:
+            listing += list(os.scandir(root / sub))
+        except OSError:
+            pass
     for e in listing:
         try:
             st = e.stat(follow_symlinks=False)
