@@ -331,6 +331,8 @@ def load(path: Path, root: Path | None = None) -> RankTrace | None:
         memory.check()
         syncs.check(len(rank))
         return rank
+    except FileNotFoundError:  # evicted (or replaced) since exists(): a miss; the name is not ours now
+        return None
     except Exception:  # any failure to read an entry means: rebuild it
         if target.is_dir():
             shutil.rmtree(target, ignore_errors=True)
