@@ -155,12 +155,13 @@ def stale_reason(unit: Unit, now: float | None = None) -> str | None:
     try:
         if cache.key_of(ident) != unit.path.stem:
             return "written by an older Lumos"
-        now_ident = cache.source_identity(Path(ident["path"]))
+        st = os.stat(ident["path"])  # the path was resolved when the entry was written
     except FileNotFoundError:
         return "its trace file no longer exists"
     except (OSError, KeyError, TypeError):
         return "its trace file cannot be read"
-    return None if now_ident == ident else "its trace file changed"
+    current = {"path": ident["path"], "size": st.st_size, "mtime_ns": st.st_mtime_ns, "ino": st.st_ino}
+    return None if current == ident else "its trace file changed"
 
 
 def remove(unit: Unit) -> bool:
