@@ -253,3 +253,13 @@ def test_the_doctor_shows_the_cache_cap(monkeypatch: pytest.MonkeyPatch) -> None
     lines, _ = report_lines(with_probe=False)
     line = next(x for x in lines if x.startswith("cache "))
     assert os.environ["LUMOS_CACHE_DIR"] in line and "cap 7.0 GB (LUMOS_CACHE_MAX 7G)" in line
+
+
+def test_a_job_bigger_than_the_cap_says_it_was_not_kept(tmp_path: Path) -> None:
+    job = make_job(tmp_path / "job", ranks=2, launches=300)
+    loaded = load_job(job, cache_config=CacheConfig(tmp_path / "cache", 1000))
+    notes = [w for w in loaded.warnings if w.startswith("not cached: ")]
+    assert (
+        len(notes) == 1 and "2 of 2 rank file(s) evicted at once" in notes[0] and "cap of 1.0 kB;" in notes[0]
+    )
+    assert not cached(job, tmp_path / "cache")

@@ -147,6 +147,11 @@ def _columns(rank: RankTrace) -> dict[str, np.ndarray]:
     return {k: np.ascontiguousarray(v) for k, v in arrays.items()}
 
 
+def entry_bytes(rank: RankTrace) -> int:
+    """About the bytes of ``rank``'s entry (its columns; the header adds kilobytes)."""
+    return sum(_align(a.nbytes) for a in _columns(rank).values())
+
+
 def save(rank: RankTrace, path: Path, root: Path | None = None) -> bool:
     """Write ``rank`` (as parsed, rank-local times) to the cache; True if it was written. Failures are
     silent (the cache is optional), and so is a write that would leave the volume too full: the

@@ -108,7 +108,7 @@ def free_space_problem(root: Path, need: int) -> str | None:
     if free - need >= floor:
         return None
     return (
-        f"{free / GB:.1f} GB free on {root} (Lumos keeps {format_size(floor)} free on the cache's "
+        f"{f'{free / GB:.1f} GB' if free >= GB / 10 else format_size(free)} free on {root} (Lumos keeps {format_size(floor)} free on the cache's "
         "volume; free space, or bound the cache with --cache-max / LUMOS_CACHE_MAX)"
     )
 
@@ -120,7 +120,7 @@ class CacheConfig:
 
     root: Path
     max_bytes: int | None = None
-    origin: str = "default"
+    origin: str = ""
 
     @classmethod
     def resolve(
@@ -156,5 +156,5 @@ class CacheConfig:
     def describe_cap(self) -> str:
         """``7.9 GB (default: 10 % of the cache volume, at most 20 GB)``."""
         if self.max_bytes is not None:
-            return f"{format_size(self.max_bytes)} ({self.origin})"
+            return format_size(self.max_bytes) + (f" ({self.origin})" if self.origin else "")
         return f"{format_size(self.cap())} (default: 10 % of the cache volume, at most 20 GB)"

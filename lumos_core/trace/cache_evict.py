@@ -31,8 +31,9 @@ from typing import Any
 import orjson
 
 from lumos_core.trace import cache
-from lumos_core.trace.cache_config import CacheConfig, free_space_problem
+from lumos_core.trace.cache_config import CacheConfig, format_size, free_space_problem
 from lumos_core.trace.cache_locks import exclusive, remove_unless_in_use
+from lumos_core.trace.model import RankTrace
 
 STRAY_AGE_S = 3600.0  # a temporary file this old is a crashed write's, not one in progress
 KINDS = ("entry", "demo", "kernels", "stray")
@@ -218,28 +219,38 @@ def enforce(config: CacheConfig, drop_stale: bool = True) -> PassReport:
     return report
 
 
-def after_load(config: CacheConfig, parsed: list[Path]) -> str | None:
-    """After a job was loaded: ``parsed`` are the files parsed afresh, which the loader tried to
+def after_load(config: CacheConfig, fresh: dict[Path, RankTrace]) -> str | None:
+    """After a job was loaded: ``fresh`` are the ranks parsed afresh, which the loader tried to
     cache. Runs an eviction pass if any entry was written; returns the one warning for the job when
-    some were not (``not cached: 0.4 GB free on ...``), else None. Never raises."""
-    if not parsed:
+    some are not in the cache (``not cached: 0.4 GB free on ...``), else None. Never raises."""
+    if not fresh:
         return None
+    evicted: list[Path] = []
     try:
-        missing = [f for f in parsed if not cache.entry_exists(f, config.root)]
-        if len(missing) < len(parsed):
+        written = [f for f in fresh if cache.entry_exists(f, config.root)]
+        missing = [f for f in fresh if f not in set(written)]
+        if written:
             enforce(config)
-        if not missing:
-            return None
-        need = sum(f.stat().st_size for f in missing if f.exists())  # entries are 1-12x their trace
-        problem = free_space_problem(config.root, need)
+            evicted = [f for f in written if not cache.entry_exists(f, config.root)]
+        # the bytes the skipped entries needed: what save() checked against the free space
+        problem = free_space_problem(config.root, sum(cache.entry_bytes(fresh[f]) for f in missing))
     except OSError as exc:
         return f"not cached: the cache folder {config.root} is not usable ({exc.strerror or exc})"
-    if problem is not None:
+    if missing and problem is not None:
         return f"not cached: {problem}"
-    return (
-        f"not cached: {len(missing)} of {len(parsed)} rank file(s) could not be written to "
-        f"{config.root} (it may be read-only); the next open parses them again"
-    )
+    if missing:
+        return (
+            f"not cached: {len(missing)} of {len(fresh)} rank file(s) could not be written to "
+            f"{config.root} (it may be read-only); the next open parses them again"
+        )
+    if evicted:
+        size = sum(cache.entry_bytes(r) for r in fresh.values())
+        return (
+            f"not cached: {len(evicted)} of {len(fresh)} rank file(s) evicted at once, the job's "
+            f"columns ({format_size(size)}) being more than the cache's cap of {config.describe_cap()}; "
+            "raise it with --cache-max or LUMOS_CACHE_MAX"
+        )
+    return None
 
 
 def clear_all(config: CacheConfig) -> tuple[int, int]:

@@ -150,7 +150,9 @@ def load_job(
         done += 1
         progress(0.05 + 0.85 * done / len(files), f"read {f.name}")
     # evict down to the cap now that this job's entries are written; say once if some were not
-    cache_note = cache_evict.after_load(config, [f for f in todo if f in parsed]) if use_cache else None
+    cache_note = (
+        cache_evict.after_load(config, {f: parsed[f] for f in todo if f in parsed}) if use_cache else None
+    )
 
     if not parsed and len(skipped) == 1:
         raise FolderError(f"{skipped[0].file}: {skipped[0].reason}")
