@@ -3,8 +3,9 @@
 Entries live in the user cache directory (never next to the traces: trace folders are read-only
 input), one file per rank file, keyed by the file's identity (resolved path, size, modification
 time, inode) and the loader version. A changed file gets a new key; an entry that cannot be read
-(truncated by a crash, written by another version) is deleted and rebuilt. ``LUMOS_CACHE_DIR``
-overrides the location (tests use it).
+(truncated by a crash, written by another version) is deleted and rebuilt. The folder is the
+``root`` argument (the loader passes its :class:`~lumos_core.trace.cache_config.CacheConfig`'s);
+without one, ``LUMOS_CACHE_DIR`` (a user override; tests use it), else the user cache directory.
 
 An entry is one file, so that opening it costs one mapping rather than one per column:
 
@@ -20,12 +21,13 @@ when ranks are put on one time base) becomes a new array. Read-only pages are al
 so a big job can hand them back after use and read them again from the page cache
 (:mod:`lumos_core.os_memory`).
 
-Beside the entries, ``sources/<key>.src`` names each one's source file (resolved path, size, modification time,
-inode), so that entries of deleted or changed traces can be found and dropped
-(:mod:`lumos_core.trace.cache_evict`, which also keeps the folder under its size cap). A write that
-would leave the volume too full is skipped (:func:`lumos_core.trace.cache_config.free_space_problem`);
-a read holds a shared lock on the entry for as long as its columns are mapped, and marks it used
-(its modification time is the eviction's recency) (:mod:`lumos_core.trace.cache_locks`).
+Beside ``ranks/<key>.rank``, ``sources/<key>.src`` names the entry's source file (resolved path,
+size, modification time, inode), so that entries of deleted or changed traces can be found and
+dropped (:mod:`lumos_core.trace.cache_evict`, which also keeps the folder under its size cap). A
+write that would leave the volume too full is skipped
+(:func:`lumos_core.trace.cache_config.free_space_problem`). A read holds a shared lock on the entry
+for as long as its columns are mapped (:mod:`lumos_core.trace.cache_locks`) and marks it used: its
+modification time is the eviction's recency.
 """
 
 from __future__ import annotations
@@ -57,7 +59,7 @@ from lumos_core.trace.model import (
 )
 
 # Bump when the parsed representation changes: old entries are then simply never looked up.
-LOADER_VERSION = "6"  # 5: one file per rank; cuda_sync args as columns; 6: a .src file beside each
+LOADER_VERSION = "6"  # 5: one file per rank; cuda_sync args as columns; 6: sources/<key>.src per entry
 
 MAGIC = b"LUMOSRK\x05"
 _PREFIX = struct.Struct("<8sQ")
