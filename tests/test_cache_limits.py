@@ -263,3 +263,28 @@ def test_a_job_bigger_than_the_cap_says_it_was_not_kept(tmp_path: Path) -> None:
         len(notes) == 1 and "2 of 2 rank file(s) evicted at once" in notes[0] and "cap of 1.0 kB;" in notes[0]
     )
     assert not cached(job, tmp_path / "cache")
+
+
+def test_the_demo_and_the_compiled_kernels_count_and_the_kernels_go_last(tmp_path: Path) -> None:
+    from lumos_core.synth.demo import demo_job_path
+
+    root = tmp_path / "cache"
+    demo = demo_job_path(root=root)  # generated into the cache folder, as the app does
+    kernels = root / "numba" / "lumos_core" / "replay"
+    kernels.mkdir(parents=True)
+    (kernels / "kernels.simulate-12.py312.nbi").write_bytes(b"k" * 200_000)
+    job = make_job(tmp_path / "job", ranks=1, launches=300)
+    load_job(job, cache_config=CacheConfig(root, 10 * GB))
+    gc.collect()
+    units = {u.kind: u for u in cache_evict.scan(root)}
+    assert units["demo"].path == demo and units["demo"].nbytes > 500_000
+    assert units["kernels"].nbytes >= 200_000
+    # older than the demo and the entry, yet the kernels stay while evicting the others suffices
+    old = time.time() - 3600
+    os.utime(kernels / "kernels.simulate-12.py312.nbi", (old, old))
+    cap = units["kernels"].nbytes + 10_000
+    report = cache_evict.enforce(CacheConfig(root, cap))
+    assert {u.kind for u in report.evicted} == {"demo", "entry"}
+    assert (root / "numba").is_dir() and not demo.exists() and cache_bytes(root) <= cap
+    assert cache_evict.enforce(CacheConfig(root, 0)).evicted[0].kind == "kernels"
+    assert cache_bytes(root) == 0
