@@ -12,10 +12,13 @@ finds its file unlinked (``st_nlink == 0``): a cache miss, the file is parsed ag
 Windows has no ``flock``, and needs none: it refuses to delete a file that is open or mapped, so
 the evictor's delete fails (and it skips the entry) exactly when a reader holds it.
 
-On POSIX a deleted entry that some process still maps costs nothing to that process (the file lives
-on until it is unmapped); only its disk space comes back later. Locks on network file systems
-(NFS emulates ``flock`` with record locks, released when the process closes any descriptor of the
-file) may lapse while an entry is mapped; the same rule then makes a deletion harmless.
+On a local POSIX volume a deleted entry that some process still maps costs nothing to that process
+(the file lives on until it is unmapped); only its disk space comes back later. On NFS (a shared
+``--cache-dir`` for Ray workers) ``flock`` is emulated with record locks, which hold across machines
+while an entry is being opened but lapse when the reader closes its descriptor after mapping (the
+mapping's own descriptor does not keep a record lock), and a file deleted by another machine is gone
+for readers there too: give processes on several machines that share one cache folder a cap it
+never reaches, or prune it only while no job is open.
 
 :func:`exclusive` serialises eviction passes: two passes at once would both see the same total
 and both delete down to the cap.
@@ -59,7 +62,7 @@ def remove_unless_in_use(path: Path) -> bool:
             return False
         return True
     try:
-        fd = os.open(path, os.O_RDONLY)
+        fd = _open_for_lock(path)
     except FileNotFoundError:
         return True
     except OSError:
@@ -82,6 +85,15 @@ def remove_unless_in_use(path: Path) -> bool:
         return False
     finally:
         os.close(fd)
+
+
+def _open_for_lock(path: Path) -> int:
+    """Open for writing where allowed (nothing is written): NFS emulates ``flock`` with record
+    locks, and an exclusive record lock needs a descriptor open for writing."""
+    try:
+        return os.open(path, os.O_RDWR)
+    except PermissionError:
+        return os.open(path, os.O_RDONLY)
 
 
 @contextlib.contextmanager
