@@ -98,7 +98,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _run(parser: argparse.ArgumentParser, argv: list[str], global_options: dict[str, str]) -> int:
     args = parser.parse_args(argv)
     for name, value in global_options.items():  # the command's own option wins
-        if getattr(args, name, None) is None:
+        if not hasattr(args, name):  # never ignored silently
+            parser.error(f"--{name.replace('_', '-')} is not an option of lumos {args.command}")
+        if getattr(args, name) is None:
             setattr(args, name, value)
     if not getattr(args, "command", None):
         parser.print_help()

@@ -244,6 +244,9 @@ def test_cache_max_before_the_command_applies_to_it(
     assert "1.5 GB (--cache-max 1.5G)" in out and str(root) in out
     assert cli.main(["cache", "info", "--cache-dir", str(root), "--cache-max", "10Q"]) == 2
     assert "cannot read '10Q' as a size" in capsys.readouterr().err
+    with pytest.raises(SystemExit):  # a command that does not use it says so rather than ignore it
+        cli.main(["--cache-max", "5G", "comm", "allreduce", "--bytes", "1MiB", "--ranks", "8"])
+    assert "--cache-max is not an option of lumos comm" in capsys.readouterr().err
 
 
 def test_the_doctor_shows_the_cache_cap(monkeypatch: pytest.MonkeyPatch) -> None:
