@@ -13,9 +13,10 @@ from collections.abc import Sequence
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
-    from lumos_core.cli import COMMANDS
+    from lumos_core.cli import COMMANDS, split_global_options
 
-    if args and args[0] in COMMANDS:
+    command = split_global_options(args)[0][:1]  # after `--cache-max SIZE`, if given first
+    if command and command[0] in COMMANDS:
         from lumos_core.cli import main as cli_main
 
         return cli_main(args)

@@ -1,7 +1,7 @@
 """``lumos --doctor`` (also ``lumos doctor``): what a user pastes into a bug report.
 
 Versions (Python, PySide6/Qt, pyqtgraph, numpy, Ray), the Qt platform plugin that would be used and
-whether it loads, the cache folder and its size, and the GPU profiles Lumos knows. It must work on
+whether it loads, the cache folder, its size and its cap, and the GPU profiles Lumos knows. It must work on
 exactly the machines where the app does not start, so Qt is only imported inside ``try`` and the
 real start of Qt happens in a child process (``--platform-probe``) whose abort cannot take the
 report down with it.
@@ -16,12 +16,24 @@ import platform
 import subprocess
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from app.platform_check import EXIT_NO_PLATFORM, PlatformReport, check
 
+if TYPE_CHECKING:
+    from lumos_core.trace.cache_config import CacheConfig
+
 PROBE_FLAG = "--platform-probe"
 PROBE_TIMEOUT_S = 30
-ENV_SHOWN = ("DISPLAY", "WAYLAND_DISPLAY", "XDG_SESSION_TYPE", "QT_QPA_PLATFORM", "QT_SCALE_FACTOR")
+ENV_SHOWN = (
+    "DISPLAY",
+    "WAYLAND_DISPLAY",
+    "XDG_SESSION_TYPE",
+    "QT_QPA_PLATFORM",
+    "QT_SCALE_FACTOR",
+    "LUMOS_CACHE_DIR",
+    "LUMOS_CACHE_MAX",
+)
 
 
 def _version(dist: str) -> str:
@@ -40,26 +52,29 @@ def _qt_versions() -> str:
     return f"{PySide6.__version__} (Qt {QtCore.qVersion()})"
 
 
-def _folder_size(root: Path) -> tuple[int, int]:
-    total = files = 0
-    for folder, _dirs, names in os.walk(root):
-        for name in names:
-            try:
-                total += os.lstat(os.path.join(folder, name)).st_size
-                files += 1
-            except OSError:
-                pass
-    return total, files
+def _cache_config() -> CacheConfig:
+    """The app's cache configuration (its saved cap needs Qt's settings: without Qt, the default)."""
+    try:
+        from app.settings import cache_config
+
+        return cache_config()
+    except Exception:  # no usable Qt: the doctor still reports the cache
+        from lumos_core.trace.cache_config import CacheConfig
+
+        return CacheConfig.resolve()
 
 
 def _cache_line() -> str:
-    from lumos_core.trace.cache import cache_dir
+    from lumos_core.commands.cache import describe
+    from lumos_core.trace.cache_config import format_size
 
-    root = cache_dir()
-    if not root.is_dir():
-        return f"{root} (not created yet)"
-    size, files = _folder_size(root)
-    return f"{root} ({size / 1e6:.1f} MB in {files} files)"
+    config = _cache_config()
+    d = describe(config)
+    where = f"{d['location']}" + ("" if d["exists"] else " (not created yet)")
+    return (
+        f"{where} ({format_size(d['bytes'])} in {d['entries']} entries"
+        f"{', ' + str(d['stale_entries']) + ' stale' if d['stale_entries'] else ''}); cap {d['cap']}"
+    )
 
 
 def _gpus_line() -> str:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from app.settings import cache_config
 from app.timeline.overview_data import RankActivity, job_activity
 from app.timeline.row_tables import RowTables, row_shape
 from lumos_core.errors import LumosError
@@ -129,7 +130,7 @@ def prepare_lanes(
 ) -> LoadedJob:
     """Load ``path`` and build what the timeline's first picture needs (runs on a worker thread)."""
     t0 = time.perf_counter()
-    job = load_job(path, progress=scaled(progress, 0.0, 0.85), on_file=on_file)
+    job = load_job(path, progress=scaled(progress, 0.0, 0.85), on_file=on_file, cache_config=cache_config())
     return lanes_of(path, job, progress, t0)
 
 

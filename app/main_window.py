@@ -30,6 +30,7 @@ from PySide6.QtWidgets import (
 )
 
 from app import settings
+from app.cache_dialog import warnings_label
 from app.job_opening import JobOpening
 from app.loaded_job import LoadedJob
 from app.panels.details_panel import DetailsPanel, describe_event
@@ -207,7 +208,7 @@ class MainWindow(JobOpening, WindowMenus, QMainWindow):
             )
         # routine loader warnings go to a status-bar button, not a banner over the timeline
         warnings = [w for w in job.warnings if not w.startswith("skipped ")]
-        self.warnings_button.setText(f"⚠ {len(warnings)} warning{'s' * (len(warnings) != 1)}")
+        self.warnings_button.setText(warnings_label(warnings))  # names a skipped cache, if any
         self.warnings_button.setToolTip("\n".join(warnings[:10]))
         self.warnings_button.setVisible(bool(warnings))
         self.search_box.clear()

@@ -1,4 +1,5 @@
-"""Persistent user settings (recent folders, window layout, theme) in an INI file via QSettings.
+"""Persistent user settings (recent folders, window layout, theme, the cache's cap) in an INI file
+via QSettings.
 
 An INI file rather than the platform registry so that tests can redirect it with
 ``QSettings.setPath`` and users can read what Lumos remembers.
@@ -7,8 +8,12 @@ An INI file rather than the platform registry so that tests can redirect it with
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QSettings
+
+if TYPE_CHECKING:
+    from lumos_core.trace.cache_config import CacheConfig
 
 MAX_RECENT = 10
 
@@ -39,3 +44,37 @@ def forget_path(path: str) -> None:
     s = settings()
     s.setValue("recent/paths", [q for q in recent_paths() if q != path])
     s.sync()
+
+
+CACHE_MAX_KEY = "cache/max"  # the parse cache's cap, as typed ("20G", "500M", "10%"); "" = default
+
+
+def cache_max_setting() -> str:
+    return str(settings().value(CACHE_MAX_KEY, "") or "").strip()
+
+
+def set_cache_max_setting(text: str) -> None:
+    """Save the cache cap; LumosError (saving nothing) if ``text`` is not a size."""
+    from lumos_core.trace.cache_config import parse_size
+
+    text = text.strip()
+    if text:
+        parse_size(text, volume_total=1, what="cache size")  # any volume: only the syntax matters
+    s = settings()
+    s.setValue(CACHE_MAX_KEY, text)
+    s.sync()
+
+
+def cache_config() -> CacheConfig:
+    """The cache the app loads with: $LUMOS_CACHE_DIR/$LUMOS_CACHE_MAX (user overrides), else the
+    saved cap, else the defaults. A setting that cannot be read falls back to the default cap."""
+    from lumos_core.errors import LumosError
+    from lumos_core.trace.cache_config import CacheConfig, default_root
+
+    try:
+        return CacheConfig.resolve(setting=cache_max_setting())
+    except LumosError:
+        try:
+            return CacheConfig.resolve()
+        except LumosError:  # an unreadable LUMOS_CACHE_MAX: the app still opens jobs
+            return CacheConfig(default_root())

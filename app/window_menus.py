@@ -26,6 +26,7 @@ from PySide6.QtWidgets import (
 )
 
 from app import settings
+from app.cache_dialog import ask_cache_max
 from app.elided_label import ElidedLabel
 from app.theme import DARK, LIGHT, Theme
 from app.timeline.timeline_view import TimelineView
@@ -143,6 +144,7 @@ class WindowMenus:
         self._add(file_menu, "Export View as &SVG…", lambda: self.ask_export_view("svg"))
         self._add(file_menu, "Export Summaries as &CSV…", self.ask_export_csv)
         file_menu.addSeparator()
+        self._add(file_menu, "Cache Size &Limit…", lambda: ask_cache_max(self))
         self._add(file_menu, "&Quit", self.close, QKeySequence.StandardKey.Quit)
 
         view = mb.addMenu("&View")

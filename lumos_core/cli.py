@@ -1,4 +1,4 @@
-"""The headless command line: ``lumos inspect|replay|estimate|sweep|comm|diff|validate|calibrate|synth``.
+"""The headless command line: ``lumos inspect|replay|estimate|sweep|comm|diff|validate|calibrate|synth|cache``.
 
 Each subcommand lives in ``lumos_core/commands/<name>.py`` and provides ``add_arguments(parser)``
 and ``run(args) -> int``. Errors that Lumos raises on purpose (:class:`LumosError`) are printed as
@@ -31,7 +31,24 @@ COMMANDS: dict[str, str] = {
     "validate": "predict measured job B from job A (the knobs that differ) and report the errors",
     "calibrate": "fit a hardware profile (GEMM rates, collectives, overheads) on your own runs",
     "synth": "generate a SYNTHETIC Megatron-style trace folder (demos, tests, scale benchmarks)",
+    "cache": "the parse cache: where it is and how big (info), drop deleted traces' entries (prune), clear",
 }
+# Options every command takes before its name (``lumos --cache-max 5G replay ...``) -> attribute.
+GLOBAL_OPTIONS = {"--cache-max": "cache_max"}
+
+
+def split_global_options(argv: Sequence[str]) -> tuple[list[str], dict[str, str]]:
+    """The leading global options (attribute -> value) and the rest of the command line."""
+    rest, found = list(argv), {}
+    while rest and rest[0].split("=", 1)[0] in GLOBAL_OPTIONS:
+        word = rest.pop(0)
+        name, eq, value = word.partition("=")
+        if not eq:
+            if not rest:
+                break
+            value = rest.pop(0)
+        found[GLOBAL_OPTIONS[name]] = value
+    return rest, found
 
 
 def build_parser(commands: Collection[str] | None = None) -> argparse.ArgumentParser:
@@ -59,7 +76,7 @@ def build_parser(commands: Collection[str] | None = None) -> argparse.ArgumentPa
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+    argv, global_options = split_global_options(sys.argv[1:] if argv is None else argv)
     _skip_collector_at_exit()
     # The command's own module and what it imports (numba among them) are imported with the cyclic
     # garbage collector paused and then frozen: they live as long as the process, and each full
@@ -73,13 +90,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         if collecting:
             gc.enable()
     try:
-        return _run(parser, argv)
+        return _run(parser, argv, global_options)
     finally:
         gc.unfreeze()  # for callers that go on (tests, an embedding program)
 
 
-def _run(parser: argparse.ArgumentParser, argv: list[str]) -> int:
+def _run(parser: argparse.ArgumentParser, argv: list[str], global_options: dict[str, str]) -> int:
     args = parser.parse_args(argv)
+    for name, value in global_options.items():  # the command's own option wins
+        if not hasattr(args, name):  # never ignored silently
+            parser.error(f"--{name.replace('_', '-')} is not an option of lumos {args.command}")
+        if getattr(args, name) is None:
+            setattr(args, name, value)
     if not getattr(args, "command", None):
         parser.print_help()
         return 2

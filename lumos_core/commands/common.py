@@ -7,7 +7,6 @@ from here, so a knob added to the registry is an option of each."""
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from collections.abc import Callable, Iterable
@@ -51,9 +50,29 @@ def add_load_arguments(p: argparse.ArgumentParser, engine: bool = True) -> None:
         type=Path,
         default=None,
         metavar="DIR",
-        help="folder of parsed columns (default: the user cache); with --engine ray on a cluster, "
-        "storage every machine can reach",
+        help="folder of parsed columns (default: $LUMOS_CACHE_DIR, else the user cache); with --engine "
+        "ray on a cluster, storage every machine can reach",
     )
+    add_cache_max_argument(p)
+
+
+def add_cache_max_argument(p: argparse.ArgumentParser) -> None:
+    from lumos_core.trace.cache_config import SIZE_HELP
+
+    p.add_argument(
+        "--cache-max",
+        metavar="SIZE",
+        default=None,
+        help=f"cap of the cache folder, least recently used entries evicted ({SIZE_HELP}; default: "
+        "$LUMOS_CACHE_MAX, else 10%% of the cache volume, at most 20 GB)",
+    )
+
+
+def cache_config_from_args(args: argparse.Namespace) -> Any:
+    """The cache's folder and cap from --cache-dir/--cache-max (else the environment, else defaults)."""
+    from lumos_core.trace.cache_config import CacheConfig
+
+    return CacheConfig.resolve(getattr(args, "cache_dir", None), getattr(args, "cache_max", None))
 
 
 def terminal_progress(enabled: bool = True) -> Progress:
@@ -82,13 +101,12 @@ def load_from_args(args: argparse.Namespace, load_job: Callable[..., Any]) -> An
     address = getattr(args, "parse_address", None)
     if address and engine != "ray":
         raise LumosError("--address is for --engine ray (the local engine parses on this machine)")
-    if getattr(args, "cache_dir", None) is not None:
-        os.environ["LUMOS_CACHE_DIR"] = str(args.cache_dir)  # read by lumos_core.trace.cache
+    config = cache_config_from_args(args)
     parser = None
     if engine == "ray":
         from lumos_core.sweep.ray_load import RayParser
 
-        parser = RayParser(address=address, jobs=args.workers, root=args.cache_dir)
+        parser = RayParser(address=address, jobs=args.workers, root=config.root)
     try:
         job = load_job(
             args.path,
@@ -97,19 +115,29 @@ def load_from_args(args: argparse.Namespace, load_job: Callable[..., Any]) -> An
             use_cache=not args.no_cache,
             workers=args.workers,
             parser=parser,
+            cache_config=config,
         )
     finally:
         if parser is not None:
             parser.close()
     if getattr(args, "command", None) != "inspect":  # inspect prints every warning itself
         report_load_problems(job)
+    else:  # but a skipped cache is news for stderr, as in every command
+        report_load_problems(job, only_cache=True)
     return job
 
 
-def report_load_problems(job: Any, out: Any = None) -> None:
+def report_load_problems(job: Any, out: Any = None, only_cache: bool = False) -> None:
     """Tell the user on stderr which rank files were skipped and which ranks are missing: the
-    command goes on with the good ranks, but its figures are not the whole job's."""
+    command goes on with the good ranks, but its figures are not the whole job's. Also whether the
+    job's columns could not be cached (``not cached: 0.4 GB free on ...``): the command still
+    answers, the next one parses again."""
     out = out if out is not None else sys.stderr
+    for w in getattr(job, "warnings", ()):
+        if w.startswith("not cached: "):
+            print(f"lumos: warning: {w}", file=out)
+    if only_cache:
+        return
     for s in getattr(job, "skipped", ()):
         if s.not_a_trace:  # e.g. a run's config.json beside its traces
             print(f"lumos: note: ignored {s.file} ({s.reason})", file=out)

@@ -14,6 +14,7 @@ the generator version and the demo configuration, so a new Lumos version brings 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
@@ -63,6 +64,8 @@ def demo_job_path(
     base = Path(root) if root is not None else cache.cache_dir()
     final = base / _folder_name(cfg)
     if _is_complete(final, cfg):
+        with contextlib.suppress(OSError):  # used now: the cache's eviction keeps it longest
+            os.utime(final / _MARKER)
         progress(1.0, "demo ready")
         return final
     base.mkdir(parents=True, exist_ok=True)

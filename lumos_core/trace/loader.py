@@ -24,7 +24,8 @@ from typing import Any
 
 from lumos_core.errors import FolderError, LumosError, TraceError
 from lumos_core.progress import Progress, no_progress
-from lumos_core.trace import cache
+from lumos_core.trace import cache, cache_evict
+from lumos_core.trace.cache_config import CacheConfig
 from lumos_core.trace.clocks import ClockAlignment, estimate_offsets
 from lumos_core.trace.collectives import CollectiveMatch, match_collectives
 from lumos_core.trace.kineto_reader import available_memory, parse_trace_file, text_bytes
@@ -89,6 +90,7 @@ def load_job(
     align_clocks: bool = True,
     on_file: FileCallback | None = None,
     parser: Parser | None = None,
+    cache_config: CacheConfig | None = None,
 ) -> Job:
     """Load every rank of a trace folder (or one trace file).
 
@@ -108,7 +110,11 @@ def load_job(
         Parses the files the cache does not have, ``parser(files, use_cache)`` yielding
         ``(file, RankTrace | reason)``; default: this machine's worker processes (e.g.
         :class:`lumos_core.sweep.ray_load.RayParser` parses them on a Ray cluster instead).
+    cache_config
+        The cache's folder and size cap (default: :meth:`CacheConfig.resolve`, the user's).
     """
+    config = cache_config or CacheConfig.resolve()
+    root = config.root
     files = discover_trace_files(path)
     notify = on_file or (lambda f, s, d: None)
     progress(0.0, f"found {len(files)} trace file(s)")
@@ -117,7 +123,7 @@ def load_job(
 
     todo: list[Path] = []
     for f in files:
-        cached = cache.load(f) if use_cache else None
+        cached = cache.load(f, root) if use_cache else None
         if cached is not None:
             cached.file = str(f)
             parsed[f] = cached
@@ -134,7 +140,7 @@ def load_job(
         notify(str(f), "failed", reason)
 
     done = len(parsed)
-    parse = parser or (lambda files, use: _parse_all(files, workers, use))
+    parse = parser or (lambda files, use: _parse_all(files, workers, use, root))
     for f, outcome in parse(todo, use_cache):
         if isinstance(outcome, RankTrace):
             parsed[f] = outcome
@@ -143,6 +149,10 @@ def load_job(
             record_failure(f, outcome)
         done += 1
         progress(0.05 + 0.85 * done / len(files), f"read {f.name}")
+    # evict down to the cap now that this job's entries are written; say once if some were not
+    cache_note = (
+        cache_evict.after_load(config, {f: parsed[f] for f in todo if f in parsed}) if use_cache else None
+    )
 
     if not parsed and len(skipped) == 1:
         raise FolderError(f"{skipped[0].file}: {skipped[0].reason}")
@@ -169,6 +179,8 @@ def load_job(
     job.alignment = {**alignment.as_dict(), "applied": bool(align_clocks and alignment.applied)}
     job.collective_match = match
     _collect_warnings(job, match, alignment)
+    if cache_note:
+        job.warnings.append(cache_note)
     progress(1.0, f"loaded {len(job.ranks)} rank(s)")
     return job
 
@@ -176,7 +188,7 @@ def load_job(
 # ---------------------------------------------------------------- parsing (parallel, bounded memory)
 
 
-def parse_one_file(path_str: str, use_cache: bool) -> RankTrace | str:
+def parse_one_file(path_str: str, use_cache: bool, root: Path | None = None) -> RankTrace | str:
     """Worker entry point: a RankTrace, or the reason the file cannot be used (never raises)."""
     path = Path(path_str)
     try:
@@ -190,16 +202,18 @@ def parse_one_file(path_str: str, use_cache: bool) -> RankTrace | str:
     except Exception as exc:
         return f"could not be parsed ({type(exc).__name__}: {exc}) - this looks like a Lumos bug, please report it"
     if use_cache:
-        cache.save(rank, path)
+        cache.save(rank, path, root)
     return rank
 
 
-def parse_into_cache(path_str: str, use_cache: bool = True) -> RankTrace | str | None:
+def parse_into_cache(
+    path_str: str, use_cache: bool = True, root: Path | None = None
+) -> RankTrace | str | None:
     """Worker entry point that leaves the columns in the cache: None once they are there (the
     parent maps them from the cache instead of receiving a pickled copy: half the memory of a cold
     load of many ranks, and no copy through the pipe), else the RankTrace or why it failed."""
-    outcome = parse_one_file(path_str, use_cache)
-    if isinstance(outcome, RankTrace) and cache.entry_exists(Path(path_str)):
+    outcome = parse_one_file(path_str, use_cache, root)
+    if isinstance(outcome, RankTrace) and cache.entry_exists(Path(path_str), root):
         return None
     return outcome
 
@@ -220,7 +234,7 @@ def _single_threaded() -> bool:
     return threading.active_count() == 1 and threading.current_thread() is threading.main_thread()
 
 
-def _parse_all(todo: list[Path], workers: int | None, use_cache: bool):  # type: ignore[no-untyped-def]
+def _parse_all(todo: list[Path], workers: int | None, use_cache: bool, root: Path):  # type: ignore[no-untyped-def]
     """Yield (file, RankTrace | reason) as files finish, using worker processes when it pays off."""
     if not todo:
         return
@@ -244,7 +258,7 @@ def _parse_all(todo: list[Path], workers: int | None, use_cache: bool):  # type:
     total_bytes = sum(f.stat().st_size for f in todo)
     if n_workers == 1 or total_bytes < _IN_PROCESS_BYTES:
         for f in todo:
-            yield f, parse_one_file(str(f), use_cache)
+            yield f, parse_one_file(str(f), use_cache, root)
         return
     # fork is fastest and safe while this process has one thread (the CLI); a GUI calls us from a
     # worker thread, and forking a multi-threaded process can deadlock, so use forkserver there.
@@ -260,7 +274,7 @@ def _parse_all(todo: list[Path], workers: int | None, use_cache: bool):  # type:
         # Largest first: the slowest file starts early and the pool finishes evenly.
         order = sorted(todo, key=lambda f: -need[f])
         work = parse_into_cache if use_cache else parse_one_file
-        futures = {pool.submit(work, str(f), use_cache): f for f in order}
+        futures = {pool.submit(work, str(f), use_cache, root): f for f in order}
         for fut in cf.as_completed(futures):
             f = futures[fut]
             try:
@@ -271,9 +285,9 @@ def _parse_all(todo: list[Path], workers: int | None, use_cache: bool):  # type:
                     f"{need[f] / 2**30:.1f} GiB)"
                 )
             if result is None:  # in the cache: open it memory-mapped rather than hold a copy
-                result = cache.load(f)
+                result = cache.load(f, root)
                 if result is None:  # the entry went away meanwhile: parse here
-                    result = parse_one_file(str(f), use_cache)
+                    result = parse_one_file(str(f), use_cache, root)
                 else:
                     result.file = str(f)
             yield f, result

@@ -1,0 +1,139 @@
+"""``lumos cache info|prune|clear``: where the parse cache is, how big, and bounding it by hand."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from lumos_core.commands.common import add_cache_max_argument, cache_config_from_args
+from lumos_core.trace import cache_evict
+from lumos_core.trace.cache_config import CacheConfig, format_size, volume_usage
+
+DESCRIPTION = """The cache keeps every parsed rank file as columns (memory-mapped when the folder is
+opened again), the demo job and the compiled kernels. It stays under a cap (default 10 % of its
+volume, at most 20 GB; --cache-max or LUMOS_CACHE_MAX), least recently used entries first, and an
+entry is dropped once its trace file is deleted or changed.
+
+  info    location, size on disk, entries, oldest/newest use, cap, stale entries
+  prune   drop the entries of deleted or changed traces, then evict down to the cap
+  clear   delete everything (entries a running Lumos has open are kept)"""
+
+LABELS = {
+    "entry": "rank entries",
+    "demo": "demo job",
+    "kernels": "compiled kernels",
+    "stray": "unfinished writes",
+}
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("action", choices=("info", "prune", "clear"), help="what to do (see above)")
+    p.add_argument(
+        "--cache-dir",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="the cache folder (default: $LUMOS_CACHE_DIR, else the user cache)",
+    )
+    add_cache_max_argument(p)
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+
+
+def _when(t: float | None) -> str:
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(t)) if t else "-"
+
+
+def describe(config: CacheConfig) -> dict[str, Any]:
+    """What ``lumos cache info`` reports (also used by ``lumos --doctor``)."""
+    units = cache_evict.scan(config.root)
+    entries = [u for u in units if u.kind == "entry"]
+    by_kind = {k: sum(u.nbytes for u in units if u.kind == k) for k in cache_evict.KINDS}
+    stale = [u for u in units if cache_evict.stale_reason(u) is not None]
+    usage = volume_usage(config.root)
+    return {
+        "location": str(config.root),
+        "exists": config.root.is_dir(),
+        "bytes": sum(by_kind.values()),
+        "bytes_by_kind": by_kind,
+        "entries": len(entries),
+        "oldest_used": min((u.used for u in entries), default=None),
+        "newest_used": max((u.used for u in entries), default=None),
+        "cap_bytes": config.cap(),
+        "cap": config.describe_cap(),
+        "stale_entries": sum(u.kind == "entry" for u in stale),
+        "stale_bytes": sum(u.nbytes for u in stale),
+        "volume_total_bytes": usage[0] if usage else None,
+        "volume_free_bytes": usage[1] if usage else None,
+    }
+
+
+def info_lines(d: dict[str, Any]) -> list[str]:
+    parts = ", ".join(
+        f"{LABELS[k]} {format_size(n)}" for k, n in d["bytes_by_kind"].items() if n or k == "entry"
+    )
+    free = (
+        f" (volume: {format_size(d['volume_free_bytes'])} free of {format_size(d['volume_total_bytes'])})"
+        if d["volume_total_bytes"]
+        else ""
+    )
+    return [
+        f"location  {d['location']}{'' if d['exists'] else ' (not created yet)'}{free}",
+        f"size      {format_size(d['bytes'])} on disk: {parts}",
+        f"cap       {d['cap']}",
+        f"entries   {d['entries']} (one per rank file); oldest used {_when(d['oldest_used'])}, "
+        f"newest used {_when(d['newest_used'])}",
+        f"stale     {d['stale_entries']} entries of deleted or changed traces "
+        f"({format_size(d['stale_bytes'])}): `lumos cache prune` drops them",
+    ]
+
+
+def run(args: argparse.Namespace) -> int:
+    config = cache_config_from_args(args)
+    if args.action == "info":
+        d = describe(config)
+        if args.json:
+            sys.stdout.write(orjson.dumps(d, option=orjson.OPT_INDENT_2).decode() + "\n")
+        else:
+            print("\n".join(info_lines(d)))
+        return 0
+    if args.action == "clear":
+        removed, kept = cache_evict.clear_all(config)
+        out = {"removed": removed, "in_use": kept, "location": str(config.root)}
+        text = f"removed {removed} item(s) from {config.root}" + (
+            f"; kept {kept} that a running Lumos has open" if kept else ""
+        )
+    else:
+        r = cache_evict.enforce(config)
+        if not r.ran:
+            print(
+                f"lumos cache: {config.root} is busy (another Lumos is pruning it) or unusable",
+                file=sys.stderr,
+            )
+            return 1
+        out = {
+            "stale_removed": sum(u.kind == "entry" for u in r.stale),
+            "stale_bytes": sum(u.nbytes for u in r.stale),
+            "evicted": len(r.evicted),
+            "evicted_bytes": sum(u.nbytes for u in r.evicted),
+            "in_use": r.in_use,
+            "bytes": r.total,
+            "cap_bytes": r.cap,
+            "location": str(config.root),
+        }
+        text = (
+            f"dropped {out['stale_removed']} entries of deleted or changed traces "
+            f"({format_size(out['stale_bytes'])}), evicted {out['evicted']} least recently used "
+            f"({format_size(out['evicted_bytes'])}); the cache holds {format_size(r.total)} "
+            f"of its {format_size(r.cap)} cap"
+            + (f" ({r.in_use} over the cap kept: a running Lumos has them open)" if r.in_use else "")
+        )
+    if args.json:
+        sys.stdout.write(orjson.dumps(out, option=orjson.OPT_INDENT_2).decode() + "\n")
+    else:
+        print(text)
+    return 0
