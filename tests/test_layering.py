@@ -55,9 +55,6 @@ LAYER_EXCEPTIONS = {
     "when called (jit sits below the kernels it compiles)",
     ("lumos_core.jit", "lumos_core.replay.kernels"): "warm_up() compiles the replay kernels, imported "
     "when called",
-    ("lumos_core.synth.models", "lumos_core.whatif.schedules"): "the synthetic generator runs the "
-    "pipeline schedules the rewrite uses (schedules.py imports nothing of the engine)",
-    ("lumos_core.synth.stage_program", "lumos_core.whatif.schedules"): "as above",
 }
 # (file, class or None for the whole file): why it is longer than the limit.
 SIZE_EXCEPTIONS: dict[tuple[str, str | None], str] = {}  # none today

@@ -10,7 +10,7 @@ import orjson
 from lumos_core.commands.common import terminal_progress
 from lumos_core.perf.hardware import known_gpu_names
 from lumos_core.synth import PRESETS, SynthConfig, model_from_args, synthesize
-from lumos_core.whatif.schedules import SCHEDULES
+from lumos_core.perf.schedules import SCHEDULES
 
 DESCRIPTION = """Generate SYNTHETIC PyTorch-profiler traces of a Megatron-LM GPT training job:
 one Kineto trace per rank (gzip JSON) with CPU threads, kernel launches, compute and NCCL

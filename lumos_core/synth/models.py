@@ -14,7 +14,7 @@ from typing import Any
 
 from lumos_core.errors import ConfigError
 from lumos_core.perf.hardware import get_gpu
-from lumos_core.whatif.schedules import SCHEDULES
+from lumos_core.perf.schedules import SCHEDULES
 
 __all__ = ["PRESETS", "ModelSpec", "SynthConfig", "model_from_args"]
 

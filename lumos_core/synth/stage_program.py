@@ -28,7 +28,7 @@ from lumos_core.synth.plan import (
 from lumos_core.synth.stage_layers import StageLayers
 from lumos_core.synth.stage_writer import ns
 from lumos_core.trace.model import CollectiveKind
-from lumos_core.whatif.schedules import pipeline_steps
+from lumos_core.perf.schedules import pipeline_steps
 
 
 class StageProgram(StageLayers):

@@ -1,0 +1,164 @@
+"""Pipeline-parallel schedules: the order of forward (F) and backward (B) microbatches per stage.
+
+:func:`schedule` gives the compute order only, e.g. 1F1B for stage 0 of 4 with 8 microbatches:
+F1 F2 F3 F4 B1 F5 B2 F6 B3 F7 B4 F8 B5 B6 B7 B8 (printed 1-based; the lists are 0-based).
+
+:func:`pipeline_steps` adds the point-to-point transfers exactly where Megatron-LM's
+``forward_backward_pipelining_without_interleaving`` (1F1B) or a plain GPipe loop issues them,
+grouped per ``p2p_communication._communicate`` call: a group is issued together and waited on
+together. Inside a group the transfers are ordered as Megatron's ``_p2p_ops`` does (even stages
+send first, odd stages receive first), which makes the k-th group of a stage with its next stage
+match the k-th group of that stage with its previous one -- no deadlock with blocking semantics.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from lumos_core.errors import ConfigError
+
+__all__ = ["P2P", "SCHEDULES", "Step", "format_schedule", "pipeline_steps", "schedule", "warmup_count"]
+
+SCHEDULES = ("1f1b", "gpipe")
+
+Phase = Literal["F", "B"]
+
+
+@dataclass(frozen=True, slots=True)
+class P2P:
+    """One point-to-point transfer of a stage: its direction, peer stage and payload."""
+
+    op: Literal["send", "recv"]
+    peer: Literal["prev", "next"]
+    payload: Literal["act", "grad"]  # activations flow forward, gradients backward
+    microbatch: int
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """A compute step (``phase`` "F" or "B" of ``microbatch``) or a group of p2p transfers."""
+
+    phase: Literal["F", "B", "P2P"]
+    microbatch: int = -1
+    transfers: tuple[P2P, ...] = ()
+
+
+def _check(kind: str, stage: int, n_stages: int, n_microbatches: int) -> None:
+    if kind not in SCHEDULES:
+        raise ConfigError(f"unknown pipeline schedule {kind!r}: use one of {', '.join(SCHEDULES)}")
+    if n_stages < 1:
+        raise ConfigError(f"pipeline stages must be >= 1, got {n_stages}")
+    if not 0 <= stage < n_stages:
+        raise ConfigError(f"stage {stage} is outside 0..{n_stages - 1}")
+    if n_microbatches < 1:
+        raise ConfigError(f"microbatches must be >= 1, got {n_microbatches}")
+
+
+def warmup_count(kind: str, stage: int, n_stages: int, n_microbatches: int) -> int:
+    """Forwards a stage runs before its first backward: min(P - s - 1, m) for 1F1B, m for GPipe."""
+    _check(kind, stage, n_stages, n_microbatches)
+    if kind == "gpipe":
+        return n_microbatches
+    return min(n_stages - stage - 1, n_microbatches)
+
+
+def schedule(kind: str, stage: int, n_stages: int, n_microbatches: int) -> list[tuple[Phase, int]]:
+    """Compute order of one stage as ("F"|"B", microbatch) pairs, microbatches 0-based.
+
+    1F1B: warm-up of min(P - s - 1, m) forwards, then alternating F/B, then the cool-down backwards.
+    GPipe: all forwards, then all backwards.
+    """
+    return [
+        (s.phase, s.microbatch)
+        for s in pipeline_steps(kind, stage, n_stages, n_microbatches)
+        if s.phase != "P2P"
+    ]  # type: ignore[misc]
+
+
+def format_schedule(steps: list[tuple[Phase, int]], one_based: bool = True) -> str:
+    """ "F1 F2 B1 ..." as the paper prints schedules."""
+    off = 1 if one_based else 0
+    return " ".join(f"{p}{m + off}" for p, m in steps)
+
+
+def _ordered(
+    stage: int, send_next: P2P | None, recv_prev: P2P | None, send_prev: P2P | None, recv_next: P2P | None
+) -> tuple[P2P, ...]:
+    # Megatron-LM p2p_communication._p2p_ops: even ranks send first, odd ranks receive first.
+    if stage % 2 == 0:
+        order = (send_next, recv_prev, send_prev, recv_next)
+    else:
+        order = (recv_prev, send_next, recv_next, send_prev)
+    return tuple(t for t in order if t is not None)
+
+
+def pipeline_steps(kind: str, stage: int, n_stages: int, n_microbatches: int) -> list[Step]:
+    """The compute steps and p2p groups of one stage in issue order (see the module doc)."""
+    _check(kind, stage, n_stages, n_microbatches)
+    first = stage == 0
+    last = stage == n_stages - 1
+    m = n_microbatches
+    steps: list[Step] = []
+
+    def comm(
+        send_next: P2P | None = None,
+        recv_prev: P2P | None = None,
+        send_prev: P2P | None = None,
+        recv_next: P2P | None = None,
+    ) -> None:
+        group = _ordered(stage, send_next, recv_prev, send_prev, recv_next)
+        if group:
+            steps.append(Step("P2P", transfers=group))
+
+    def recv_forward(mb: int) -> None:
+        if not first:
+            comm(recv_prev=P2P("recv", "prev", "act", mb))
+
+    def send_forward(mb: int) -> None:
+        if not last:
+            comm(send_next=P2P("send", "next", "act", mb))
+
+    def recv_backward(mb: int) -> None:
+        if not last:
+            comm(recv_next=P2P("recv", "next", "grad", mb))
+
+    def send_backward(mb: int) -> None:
+        if not first:
+            comm(send_prev=P2P("send", "prev", "grad", mb))
+
+    if kind == "gpipe":
+        for mb in range(m):
+            recv_forward(mb)
+            steps.append(Step("F", mb))
+            send_forward(mb)
+        for mb in range(m):
+            recv_backward(mb)
+            steps.append(Step("B", mb))
+            send_backward(mb)
+        return steps
+
+    warmup = min(n_stages - stage - 1, m)
+    remaining = m - warmup
+    for mb in range(warmup):
+        recv_forward(mb)
+        steps.append(Step("F", mb))
+        send_forward(mb)
+    if remaining > 0:
+        recv_forward(warmup)
+    for i in range(remaining):
+        fwd_mb = warmup + i
+        steps.append(Step("F", fwd_mb))
+        if not last:  # send_forward_recv_backward
+            comm(send_next=P2P("send", "next", "act", fwd_mb), recv_next=P2P("recv", "next", "grad", i))
+        steps.append(Step("B", i))
+        if i == remaining - 1:
+            send_backward(i)
+        elif not first:  # send_backward_recv_forward
+            comm(send_prev=P2P("send", "prev", "grad", i), recv_prev=P2P("recv", "prev", "act", fwd_mb + 1))
+    for i in range(warmup):
+        mb = remaining + i
+        recv_backward(mb)
+        steps.append(Step("B", mb))
+        send_backward(mb)
+    return steps
