@@ -345,6 +345,13 @@ def synthesize(
     the output is the same whatever their number.
     """
     t_start = time.perf_counter()
+    if cfg.vp > 1 or cfg.cp > 1:
+        raise ConfigError(
+            "interleaved stages (--vp) and context parallelism (--cp) are modelled by the trace-free "
+            "prediction only (lumos synth --predict-only); the trace generator writes 1F1B/GPipe "
+            "jobs without CP"
+        )
+    t_start = time.perf_counter()
     out = Path(out)
     _prepare_output(out, overwrite)
     job = _Job(cfg)

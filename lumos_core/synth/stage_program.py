@@ -44,17 +44,17 @@ class StageProgram(StageLayers):
         cfg, m = self.cfg, self.cfg.model
         groups: list[tuple[str, int]] = []
         if self.last:
-            groups.append(("output_layer", m.vocab * m.hidden // cfg.tp + 2 * m.hidden))
+            groups.append(("output_layer", m.vocab * m.hidden // cfg.tp + m.norm_params))
         # Column/row-parallel weights and column-parallel biases are split; row-parallel biases and
-        # LayerNorms are replicated on every TP rank.
-        per_layer = (
-            (4 * m.hidden * m.attn_dim + 2 * m.hidden * m.ffn + 3 * m.attn_dim + m.ffn) // cfg.tp
-            + 2 * m.hidden
-            + 4 * m.hidden
-        )
+        # norms are replicated on every TP rank.
+        split = m.hidden * m.qkv_dim + m.attn_dim * m.hidden + m.hidden * m.ffn_in_dim + m.ffn * m.hidden
+        if m.bias:
+            split += m.qkv_dim + m.ffn_in_dim
+        per_layer = split // cfg.tp + (2 * m.hidden if m.bias else 0) + 2 * m.norm_params
         groups.extend((f"layer{i}", per_layer) for i in reversed(self.layers))
         if self.first:
-            groups.append(("embedding", m.vocab * m.hidden // cfg.tp + m.seq * m.hidden))
+            positions = m.seq * m.hidden if m.learned_positions else 0
+            groups.append(("embedding", m.vocab * m.hidden // cfg.tp + positions))
         return groups
 
     def _gradient_buckets(self) -> dict[str, int]:
