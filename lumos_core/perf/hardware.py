@@ -59,6 +59,12 @@ class GpuProfile:
     # tuner-like tables as they are). A trace's own collectives refine them (``calibrate``).
     comm_latency_scale_intra: float = 1.0
     comm_latency_scale_inter: float = 1.0
+    # Fixed time a GEMM costs beyond its FLOPs at ``gemm_efficiency`` (partial waves, epilogue):
+    # what keeps small GEMMs far from peak (see :mod:`lumos_core.perf.kernel_curves`).
+    gemm_fixed: float = 4.0e-6
+    # Host/framework time per operator relative to the nominal per-op CPU costs of ``lumos synth``
+    # (drawn from H100 PyTorch traces: 1.0). Covers the overhead-bound regime of small models.
+    host_scale: float = 1.0
     aliases: tuple[str, ...] = ()
 
     @property

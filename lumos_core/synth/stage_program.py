@@ -34,9 +34,20 @@ from lumos_core.perf.schedules import pipeline_steps
 class StageProgram(StageLayers):
     """Data parallelism, microbatch steps, p2p and the optimizer of one stage."""
 
-    def __init__(self, cfg: SynthConfig, gpu: GpuProfile, stage: int) -> None:
+    def __init__(self, cfg: SynthConfig, gpu: GpuProfile, stage: int, chunk: int | None = None) -> None:
         super().__init__(cfg, gpu, stage)
+        if chunk is not None:  # one model chunk (virtual stage) of an interleaved schedule
+            per = cfg.model.layers // (cfg.pp * cfg.vp)
+            piece = chunk * cfg.pp + stage
+            self.layers = range(piece * per, (piece + 1) * per)
+            self.first = piece == 0
+            self.last = piece == cfg.pp * cfg.vp - 1
         self._buckets = self._gradient_buckets()
+
+    @property
+    def bucket_sizes(self) -> list[int]:
+        """Parameters of each data-parallel gradient bucket of this stage, in reduction order."""
+        return list(self._buckets.values())
 
     # ---- data parallelism ----
     def _param_groups(self) -> list[tuple[str, int]]:

@@ -100,6 +100,8 @@ class StageWriter:
         self.ops.append((OP_END, thread))
 
     def kernel(self, thread: int, desc: KernelDesc) -> None:
+        if self.gpu.host_scale != 1.0:  # the system's host/framework speed (a fitted prior)
+            desc.cpu_ns = round(desc.cpu_ns * self.gpu.host_scale)
         self.ops.append((OP_KERNEL, thread, self._kernel(desc)))
 
     def gemm(self, thread: int, m: int, n: int, k: int, op: str = "tn") -> None:
