@@ -53,7 +53,7 @@ from lumos_core.synth.stage_program import StageProgram
 from lumos_core.synth.timeline import GAP_NS, HANDOFF_NS, LAUNCH_LATENCY_NS, LAUNCH_NS, NCCL_LAUNCH_NS, STEP_OVERHEAD_NS
 from lumos_core.trace.model import CollectiveKind
 
-__all__ = ["Prediction", "predict"]
+__all__ = ["Prediction", "layer_times", "predict"]
 
 # Host time of one collective call around its launch (record, stream waits, bookkeeping; the
 # timeline's nominal steps) and of work.wait().
@@ -272,3 +272,22 @@ def predict(cfg: SynthConfig, gpu: GpuProfile | str | None = None) -> Prediction
             "bubble_share": 1.0 - cfg.microbatches * cfg.vp * (s0.forward.time + s0.backward.time) / max(math.fsum(ends[:1]), 1e-12),
         },
     )
+
+
+def layer_times(cfg: SynthConfig, gpu: GpuProfile | str | None = None) -> tuple[float, float]:
+    """(forward, backward) seconds of one transformer layer of ``cfg`` on its TP group, the backward
+    including what recomputation re-runs (Korthikanti et al.'s Table 4 measures these)."""
+    g = get_gpu(gpu if gpu is not None else cfg.gpu)
+    model = NcclModel.for_gpu(g)
+    shapes = _group_shapes(cfg, g.gpus_per_node)
+    out = []
+    for backward in (False, True):
+        b = StageProgram(cfg, g, 0)
+        layer = b.layers[0]
+        if backward:
+            b.layer_backward(1, layer)
+        else:
+            b.layer_forward(0, layer)
+        comm_s = [model.predict(c.kind, c.size_bytes, shapes[c.role]).seconds for c in b.plan.comms]
+        out.append(_evaluate(b.plan, comm_s).time)
+    return out[0], out[1]

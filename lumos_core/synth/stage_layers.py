@@ -27,7 +27,7 @@ from lumos_core.synth.kernel_names import (
     SWIGLU,
     SWIGLU_BWD,
 )
-from lumos_core.synth.plan import BF16, FP32, ROLE_CP, CommDesc, KernelDesc, layer_annotation
+from lumos_core.synth.plan import BF16, FP32, OP_COLL, ROLE_CP, CommDesc, KernelDesc, layer_annotation
 from lumos_core.trace.model import CollectiveKind
 from lumos_core.synth.stage_writer import StageWriter, ns
 
