@@ -76,17 +76,22 @@ def _cfg(model: ModelSpec, **kw) -> SynthConfig:
     return SynthConfig(model=model, **kw)
 
 
+def _read(path: Path) -> list[dict[str, str]]:
+    with open(path, encoding="utf-8") as f:
+        return list(csv.DictReader(f))
+
+
 def load_rows() -> list[Row]:
     rows: list[Row] = []
     papers = GT / "papers"
-    for r in csv.DictReader(open(papers / "narayanan_sc21_table1_weak_scaling.csv")):
+    for r in _read(papers / "narayanan_sc21_table1_weak_scaling.csv"):
         tp, pp, n = int(r["tp"]), int(r["pp"]), int(r["n_gpus"])
         dp, gb = n // (tp * pp), int(r["global_batch"])
         mb = 1 if pp > 1 else 4
         m = _gpt(f"{r['params_B']}B", int(r["num_layers"]), int(r["hidden_size"]), int(r["attention_heads"]))
         cfg = _cfg(m, tp=tp, pp=pp, dp=dp, micro_batch=mb, microbatches=gb // (mb * dp), recompute="full")
         rows.append(Row("narayanan_t1", r["params_B"], cfg, float(r["derived_iter_time_s_eq3"]), False))
-    for r in csv.DictReader(open(papers / "narayanan_sc21_table2_ptdp_vs_zero3.csv")):
+    for r in _read(papers / "narayanan_sc21_table2_ptdp_vs_zero3.csv"):
         if r["scheme"] != "PTD-P":
             continue
         layers, hidden = int(r["num_layers_assumed"]), int(r["hidden_assumed"])
@@ -96,7 +101,7 @@ def load_rows() -> list[Row]:
         cfg = _cfg(m, tp=tp, pp=pp, dp=dp, micro_batch=1, microbatches=gb // dp, recompute="full")
         rows.append(Row("narayanan_t2", f"{r['params_B']}B/{n}", cfg, float(r["derived_iter_time_s_eq3"]), False,
                         group=f"gpus|{r['params_B']}"))
-    for r in csv.DictReader(open(papers / "korthikanti22_table3_table5_e2e.csv")):
+    for r in _read(papers / "korthikanti22_table3_table5_e2e.csv"):
         tp, pp, n, gb, mb = (int(r[k]) for k in ("tp", "pp", "n_gpus", "global_batch", "micro_batch"))
         dp, vp = n // (tp * pp), int(r["interleave_stages"])
         m = _gpt(r["model"], int(r["num_layers"]), int(r["hidden_size"]), int(r["attention_heads"]))
@@ -113,7 +118,7 @@ def load_rows() -> list[Row]:
         "selective_recompute": dict(recompute="selective"),
         "selective_recompute+sequence_parallel": dict(recompute="selective", sp=True),
     }
-    for r in csv.DictReader(open(papers / "korthikanti22_table4_layer_timing_22B.csv")):
+    for r in _read(papers / "korthikanti22_table4_layer_timing_22B.csv"):
         cfg = _cfg(m22, tp=8, pp=1, dp=1, micro_batch=4, microbatches=1, **t4[r["experiment"]])
         for part in ("fwd", "bwd"):
             ms = float(r["forward_ms" if part == "fwd" else "backward_ms"])
