@@ -204,7 +204,8 @@ class StageLayers(StageWriter):
             self.end(th)
         self.elementwise(th, "aten::add_", ADD, Ts * h, reads=2, dims=[[Ts, h], [Ts, h]])
         self.linear_backward(th, self.f_tp, h, column_parallel=False)  # FC2 (row parallel)
-        self.begin(th, "autograd::engine::evaluate_function: ActivationBackward", "cpu_op")
+        grad_fn = "SiluMulBackward0" if cfg.model.gated_ffn else "GeluBackward0"
+        self.begin(th, f"autograd::engine::evaluate_function: {grad_fn}", "cpu_op")
         self.activation(th, backward=True)
         self.end(th)
         self.linear_backward(th, h, self.fin_tp, column_parallel=True)  # FC1 (gate and up)
