@@ -178,6 +178,9 @@ class SynthConfig:
     vp: int = 1  # virtual pipeline stages per rank (interleaved 1F1B when > 1)
     cp: int = 1  # context parallelism: the sequence split over cp ranks (trace-free only)
     attention: str = "flash"  # fused flash attention, or Megatron's unfused QK^T/softmax/PV kernels
+    # The CPU blocks on each pipeline transfer (DeepSpeed's pipeline engine: synchronous send/recv)
+    # instead of queueing it on a stream and running ahead (Megatron-LM). Trace-free only.
+    p2p_blocks_cpu: bool = False
 
     def __post_init__(self) -> None:
         if self.microbatches == 0:

@@ -8,10 +8,10 @@ reduce-scatter per bucket, gradient-norm clipping, Adam and the parameter all-ga
 with the timeline's nominal host costs (:mod:`.timeline`: Python gaps, launch calls, per-operator
 framework time), but without jitter, per rank or events:
 
-* one microbatch's forward and backward of each stage (each model chunk when interleaved) costs
-  the longer of its host time (the CPU issuing every operator) and its GPU time (kernels in stream
-  order, TP collectives joining the compute stream, the asynchronous dgrad all-reduce overlapping
-  the wgrad GEMM);
+* one microbatch's forward and backward of each stage (each model chunk when interleaved) is run
+  causally from an idle CPU and GPU: the CPU issues every operator, kernels start at the later of
+  their launch and the previous kernel's end, TP collectives join the compute stream, the
+  asynchronous dgrad all-reduce overlaps the wgrad GEMM; the phase lasts until both are done;
 * the pipeline runs the schedule's compute order on every stage (:mod:`lumos_core.perf.schedules`:
   1F1B, GPipe, interleaved 1F1B with ``vp`` chunks) with each forward waiting for its input from
   the previous model piece and each backward for its gradient from the next, plus the p2p time;
@@ -99,8 +99,9 @@ def _gpu_bytes(cfg: SynthConfig) -> float:
 @dataclass(frozen=True, slots=True)
 class _Phase:
     host: float  # s: the CPU issuing the phase
-    gpu: float  # s: the compute stream's end, collectives joined
+    gpu: float  # s: the compute stream's end from an idle CPU and GPU, collectives joined
     dp_tail: float = 0.0  # s: the DP stream's end beyond the compute stream's (exposed reduction)
+    gpu_only: float = 0.0  # s: the same with every operator already issued (the CPU ran ahead)
 
     @property
     def time(self) -> float:
@@ -108,43 +109,58 @@ class _Phase:
 
 
 def _evaluate(plan: StagePlan, comm_s: list[float]) -> _Phase:
-    """Host and GPU time of a plan's instructions in program order (the timeline's rules, means)."""
+    cold = _run(plan, comm_s, 1.0)
+    ahead = _run(plan, comm_s, 0.0)
+    return _Phase(cold.host, cold.gpu, cold.dp_tail, ahead.gpu)
+
+
+def _run(plan: StagePlan, comm_s: list[float], host_weight: float) -> _Phase:
+    """Host and GPU time of a plan's instructions in program order, by the timeline's causal rules
+    at their mean costs: the CPU issues each operator (gap, framework time, launch call); a kernel
+    starts at the later of its launch and the end of the previous kernel on its stream; collectives
+    start once the compute stream's queued work (recorded event) and their own stream are done.
+    The phase starts with CPU and GPU idle, so per-operator interplay of host and GPU time (neither
+    fully hidden when they are of a size) is kept."""
     host = 0.0
+    hw = host_weight * 1e-9  # 0: the CPU already issued everything (it ran ahead)
+    lat = LAUNCH_LATENCY_NS * hw
     avail = [0.0] * 6  # compute, then one stream per role
     handles: dict[int, float] = {}
     for op in plan.ops:
         code = op[0]
         if code == OP_KERNEL:
             d = plan.kernels[op[2]]
-            host += (GAP_NS[op[1]] + d.cpu_ns + LAUNCH_NS) * 1e-9
-            avail[0] += d.gpu_ns * 1e-9
+            launched = host + (GAP_NS[op[1]] + 0.6 * d.cpu_ns + LAUNCH_NS) * hw
+            avail[0] = max(launched + lat, avail[0]) + d.gpu_ns * 1e-9
+            host = launched + 0.4 * d.cpu_ns * hw
         elif code == OP_COLL:
             c = plan.comms[op[2]]
             s = c.role + 1
-            host += (GAP_NS[op[1]] + _COLL_HOST_NS) * 1e-9
-            end = max(avail[s], avail[0]) + comm_s[op[2]]
+            launched = host + (GAP_NS[op[1]] + _COLL_HOST_NS - 4_500) * hw
+            end = max(avail[s], avail[0], launched + lat) + comm_s[op[2]]
             avail[s] = end
+            host += (GAP_NS[op[1]] + _COLL_HOST_NS) * hw
             if op[3] < 0:
-                host += _WAIT_HOST_NS * 1e-9
+                host += _WAIT_HOST_NS * hw
                 avail[0] = max(avail[0], end)
             else:
                 handles[op[3]] = end
         elif code == OP_WAIT:
             for h in op[2]:
-                host += _WAIT_HOST_NS * 1e-9
+                host += _WAIT_HOST_NS * hw
                 avail[0] = max(avail[0], handles.get(h, 0.0))
         elif code == OP_BEGIN:
-            host += 1_500e-9
+            host += 1_500 * hw
         elif code == OP_END:
-            host += 600e-9
+            host += 600 * hw
         elif code == OP_HANDOFF:
-            host += HANDOFF_NS * 1e-9
+            host += HANDOFF_NS * hw
         elif code == OP_MEMCPY:
-            host += (GAP_NS[op[1]] + 2 * LAUNCH_NS) * 1e-9
-            avail[0] = max(avail[0], host) + (1_400 + op[2] // 10) * 1e-9
+            host += (GAP_NS[op[1]] + 2 * LAUNCH_NS) * hw
+            avail[0] = max(avail[0], host + lat) + (1_400 + op[2] // 10) * 1e-9
         elif code == OP_SYNC:  # the CPU waits for the GPU
-            host = max(host + (GAP_NS[op[1]] + 2_800) * 1e-9, avail[0])
-    return _Phase(host, avail[0] + LAUNCH_LATENCY_NS * 1e-9, max(0.0, avail[ROLE_DP + 1] - avail[0]))
+            host = max(host + (GAP_NS[op[1]] + 2_800) * hw, avail[0])
+    return _Phase(host, avail[0], max(0.0, avail[ROLE_DP + 1] - avail[0]))
 
 
 class _Stage:
@@ -196,7 +212,8 @@ def _pipeline(cfg: SynthConfig, stages: dict[tuple[int, int], _Stage], p2p: floa
         else:
             orders.append([(ph, mb, 0) for ph, mb in schedule(cfg.schedule, s, p, m)])
     done: dict[tuple[str, int, int], float] = {}
-    free = [0.0] * p
+    free = [0.0] * p  # the stage's GPU
+    cpu = [0.0] * p  # the stage's CPU: it issues the next phase without waiting for its input
     pos = [0] * p
     last_piece = p * v - 1
     remaining = sum(len(o) for o in orders)
@@ -208,14 +225,17 @@ def _pipeline(cfg: SynthConfig, stages: dict[tuple[int, int], _Stage], p2p: floa
                 piece = chunk * p + s
                 if phase == "F":
                     dep = done.get(("F", mb, piece - 1), None) if piece > 0 else 0.0
-                    cost = stages[(s, chunk)].forward.time
+                    ph = stages[(s, chunk)].forward
                 else:
                     dep = done.get(("B", mb, piece + 1), None) if piece < last_piece else 0.0
-                    cost = stages[(s, chunk)].backward.time
+                    ph = stages[(s, chunk)].backward
                 if dep is None:
                     break
-                start = max(free[s], dep + (p2p if dep > 0.0 else 0.0))
-                free[s] = start + cost
+                arrival = dep + (p2p if dep > 0.0 else 0.0)
+                cpu_start = max(cpu[s], arrival) if cfg.p2p_blocks_cpu else cpu[s]
+                gpu_start = max(free[s], arrival)
+                free[s] = max(cpu_start + ph.time, gpu_start + ph.gpu_only)
+                cpu[s] = cpu_start + ph.host
                 done[(phase, mb, piece)] = free[s]
                 pos[s] += 1
                 remaining -= 1
