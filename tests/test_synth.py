@@ -142,7 +142,9 @@ def collective_instances(ranks: list[dict]) -> dict[tuple, list[tuple[int, int, 
 
 
 def test_presets_are_the_papers_table1():
-    shapes = {k: (m.layers, m.hidden, m.ffn, m.heads, m.seq, m.head_dim) for k, m in PRESETS.items()}
+    shapes = {
+        k: (m.layers, m.hidden, m.ffn, m.heads, m.seq, m.head_dim) for k, m in PRESETS.items() if k.startswith("gpt3")
+    }
     assert shapes == {
         "gpt3-15b": (48, 6144, 12288, 48, 2048, 128),
         "gpt3-44b": (48, 12288, 24576, 48, 2048, 128),
@@ -156,6 +158,15 @@ def test_presets_are_the_papers_table1():
     assert PRESETS["gpt3-44b"].params == pytest.approx(44.7e9, rel=0.005)
     assert PRESETS["gpt3-15b"].params == pytest.approx(15.1e9, rel=0.005)
     assert PRESETS["gpt3-117b"].params == pytest.approx(117.2e9, rel=0.005)
+
+
+def test_llama3_presets_have_the_published_parameter_counts():
+    # Meta's model cards: 8.03 B, 70.6 B, 405.9 B (GQA with 8 KV heads, SwiGLU, untied embeddings)
+    assert PRESETS["llama3-8b"].params == pytest.approx(8.03e9, rel=0.005)
+    assert PRESETS["llama3-70b"].params == pytest.approx(70.6e9, rel=0.005)
+    assert PRESETS["llama3-405b"].params == pytest.approx(405.9e9, rel=0.005)
+    m = PRESETS["llama3-70b"]
+    assert (m.kv_dim, m.qkv_dim, m.ffn_in_dim) == (1024, 8192 + 2048, 2 * 28672)
 
 
 def test_config_defaults_and_validation():

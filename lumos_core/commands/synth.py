@@ -8,9 +8,12 @@ import sys
 import orjson
 
 from lumos_core.commands.common import terminal_progress
+from lumos_core.errors import ConfigError
 from lumos_core.perf.hardware import known_gpu_names
 from lumos_core.perf.schedules import SCHEDULES
 from lumos_core.synth import PRESETS, SynthConfig, model_from_args, synthesize
+from lumos_core.synth.models import ATTENTION, RECOMPUTE
+from lumos_core.synth.predict import predict
 
 DESCRIPTION = """Generate SYNTHETIC PyTorch-profiler traces of a Megatron-LM GPT training job:
 one Kineto trace per rank (gzip JSON) with CPU threads, kernel launches, compute and NCCL
@@ -22,13 +25,21 @@ NCCL-model collectives), simulated causally across ranks. The output is therefor
 of Lumos's accuracy -- accuracy is measured only on real traces. Every file is marked
 "lumos_synthetic": true and says "synthetic" in its traceName.
 
-Presets are the GPT-3 sizes of the Lumos paper (Table 1). Ranks are laid out in Megatron order
+Presets are the GPT-3 sizes of the Lumos paper (Table 1) and Llama 3 8B/70B/405B.
+--predict-only writes nothing and prints the trace-free prediction of the same cost models
+(iteration time, tokens/s per GPU, MFU, memory per stage), e.g.
+  lumos synth --predict-only --model llama3-70b --gpu H100 --tp 8 --pp 4 --vp 5 --dp 32 \
+      --sp --global-batch 1024 --recompute selective Ranks are laid out in Megatron order
 (tensor-parallel fastest, then data-parallel, then pipeline), 8 GPUs per node. Large jobs are
 written rank by rank in bounded memory."""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("out", help="output folder (created; must be empty unless --force)")
+    p.add_argument(
+        "out",
+        nargs="?",
+        help="output folder (created; must be empty unless --force); not needed with --predict-only",
+    )
     m = p.add_argument_group("model")
     m.add_argument(
         "--model",
@@ -43,6 +54,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     m.add_argument("--seq", type=int, help="sequence length")
     m.add_argument("--vocab", type=int, help="vocabulary size (default 51200)")
     m.add_argument("--kv-channels", type=int, help="attention head dimension (default hidden / heads)")
+    m.add_argument("--kv-heads", type=int, help="key/value heads (grouped-query attention; default: heads)")
+    m.add_argument(
+        "--attention",
+        default="flash",
+        choices=ATTENTION,
+        help="flash (fused) or unfused (Megatron's QK^T, softmax, PV kernels of 2021-22) (default flash)",
+    )
     par = p.add_argument_group("parallelism and batch")
     par.add_argument("--tp", type=int, default=2, help="tensor-parallel size (default 2)")
     par.add_argument("--pp", type=int, default=2, help="pipeline-parallel stages (default 2)")
@@ -55,6 +73,25 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     par.add_argument("--micro-batch", type=int, default=1, help="sequences per microbatch (default 1)")
     par.add_argument("--schedule", default="1f1b", choices=SCHEDULES, help="pipeline schedule (default 1f1b)")
+    par.add_argument(
+        "--vp", type=int, default=1, help="virtual stages per rank: interleaved 1F1B (trace-free only)"
+    )
+    par.add_argument(
+        "--sp", action="store_true", help="sequence parallelism (TP reduce-scatter + all-gather)"
+    )
+    par.add_argument("--cp", type=int, default=1, help="context-parallel size (trace-free only)")
+    par.add_argument(
+        "--recompute",
+        default="none",
+        choices=RECOMPUTE,
+        help="activation recomputation: none, selective (attention core) or full (default none)",
+    )
+    par.add_argument(
+        "--global-batch",
+        type=int,
+        default=None,
+        help="sequences per iteration (sets --microbatches to GB / (micro-batch x dp))",
+    )
     run = p.add_argument_group("run")
     run.add_argument(
         "--gpu", default="H100", help=f"GPU profile: {', '.join(known_gpu_names())} (default H100)"
@@ -84,6 +121,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="processes writing ranks in parallel (default: 1 below 32 ranks, else up to 8)",
     )
     out.add_argument("--json", action="store_true", help="print the summary as one JSON object")
+    out.add_argument(
+        "--predict-only",
+        action="store_true",
+        help="write no traces: print the predicted iteration time, tokens/s per GPU, MFU and memory "
+        "per stage (seconds, even for thousands of GPUs)",
+    )
     out.add_argument("--quiet", "-q", action="store_true", help="no progress bar on stderr")
 
 
@@ -97,24 +140,73 @@ def _config_from_args(args: argparse.Namespace) -> SynthConfig:
         seq=args.seq,
         vocab=args.vocab,
         kv_channels=args.kv_channels,
+        kv_heads=args.kv_heads,
     )
+    microbatches = args.microbatches
+    if args.global_batch:
+        per = args.micro_batch * args.dp
+        if args.global_batch % per:
+            raise ConfigError(
+                f"--global-batch {args.global_batch} is not a multiple of micro-batch x dp = {per}"
+            )
+        microbatches = args.global_batch // per
     return SynthConfig(
         model=model,
         tp=args.tp,
         pp=args.pp,
         dp=args.dp,
-        microbatches=args.microbatches,
+        microbatches=microbatches,
         micro_batch=args.micro_batch,
         schedule=args.schedule,
         gpu=args.gpu,
         iterations=args.iterations,
         seed=args.seed,
         bucket_params=args.bucket_params,
+        recompute=args.recompute,
+        sp=args.sp,
+        vp=args.vp,
+        cp=args.cp,
+        attention=args.attention,
     )
+
+
+def _run_predict(cfg: SynthConfig, as_json: bool) -> int:
+    pred = predict(cfg)
+    d = pred.as_dict()
+    if as_json:
+        sys.stdout.write(orjson.dumps(d, option=orjson.OPT_INDENT_2).decode() + "\n")
+        return 0
+    m = cfg.model
+    print("trace-free prediction (lumos cost models and fitted priors; no traces written)")
+    print(
+        f"  {m.name} ({m.params / 1e9:.1f} B parameters) on {cfg.world_size} {cfg.gpu}: TP{cfg.tp} PP{cfg.pp}"
+        f"{f' x VP{cfg.vp}' if cfg.vp > 1 else ''} DP{cfg.dp}{f' CP{cfg.cp}' if cfg.cp > 1 else ''}"
+        f"{' SP' if cfg.sp else ''}, global batch {cfg.global_batch} ({cfg.microbatches} microbatches of "
+        f"{cfg.micro_batch}), recompute {cfg.recompute}"
+    )
+    print(f"  iteration time     {pred.iteration_s:.3f} s")
+    print(f"  tokens/s per GPU   {pred.tokens_per_s_per_gpu:,.0f}")
+    print(
+        f"  MFU                {100 * pred.mfu:.1f} %  (HFU {100 * pred.hfu:.1f} %, "
+        f"{pred.model_tflops_per_gpu:.0f} model TFLOP/s per GPU)"
+    )
+    for mem in pred.memory:
+        md = mem.as_dict()
+        print(
+            f"  memory stage {mem.stage:<3}   {md['total_gib']:.1f} GiB (weights {md['weights_gib']:.1f}, grads "
+            f"{md['gradients_gib']:.1f}, optimizer {md['optimizer_gib']:.1f}, activations {md['activations_gib']:.1f})"
+        )
+    if not d["fits_in_memory"]:
+        print("  warning: a stage needs more memory than the GPU has")
+    return 0
 
 
 def run(args: argparse.Namespace) -> int:
     cfg = _config_from_args(args)
+    if args.predict_only:
+        return _run_predict(cfg, args.json)
+    if not args.out:
+        raise ConfigError("lumos synth needs an output folder OUT (or --predict-only)")
     result = synthesize(
         cfg,
         args.out,
@@ -137,6 +229,7 @@ def run(args: argparse.Namespace) -> int:
         "bytes_on_disk": result.bytes_on_disk,
         "seconds": round(result.seconds, 3),
         "iteration_ms": [round(x, 3) for x in result.iteration_ms],
+        "prediction": predict(cfg).as_dict(),
     }
     if args.json:
         sys.stdout.write(orjson.dumps(summary, option=orjson.OPT_INDENT_2).decode() + "\n")

@@ -81,7 +81,7 @@ def profile_curves(gpu: GpuProfile | str | None = None, dtype_bytes: int = 2) ->
     g = get_gpu(gpu)
     flops = g.peak_bf16_flops if dtype_bytes <= 2 else g.peak_fp32_flops
     return {
-        "gemm": KernelCurve("gemm", "FLOP", flops, g.gemm_efficiency, _FIXED_PRIOR["gemm"]),
+        "gemm": KernelCurve("gemm", "FLOP", flops, g.gemm_efficiency, g.gemm_fixed),
         "attention": KernelCurve(
             "attention", "FLOP", flops, g.attention_efficiency, _FIXED_PRIOR["attention"]
         ),

@@ -18,7 +18,16 @@ from typing import Literal
 
 from lumos_core.errors import ConfigError
 
-__all__ = ["P2P", "SCHEDULES", "Step", "format_schedule", "pipeline_steps", "schedule", "warmup_count"]
+__all__ = [
+    "P2P",
+    "SCHEDULES",
+    "Step",
+    "format_schedule",
+    "interleaved_order",
+    "pipeline_steps",
+    "schedule",
+    "warmup_count",
+]
 
 SCHEDULES = ("1f1b", "gpipe")
 
@@ -162,3 +171,42 @@ def pipeline_steps(kind: str, stage: int, n_stages: int, n_microbatches: int) ->
         steps.append(Step("B", mb))
         send_backward(mb)
     return steps
+
+
+def interleaved_order(stage: int, n_stages: int, n_chunks: int, n_microbatches: int) -> list[tuple[Phase, int, int]]:
+    """Compute order of one stage under Megatron-LM's interleaved 1F1B
+    (``forward_backward_pipelining_with_interleaving``): ("F"|"B", microbatch, model chunk).
+
+    Each rank holds ``n_chunks`` model chunks (virtual stages; chunk c of stage s is model piece
+    c * P + s). Microbatches run in groups of P per chunk; the warm-up is (P - s - 1) * 2 + (v - 1)
+    * P forwards, so the pipeline bubble shrinks to (P - 1) / (v * m) of the ideal time. With one
+    chunk this is plain 1F1B. Needs m to be a multiple of P (as Megatron does).
+    """
+    _check("1f1b", stage, n_stages, n_microbatches)
+    p, v, m = n_stages, n_chunks, n_microbatches
+    if v < 1:
+        raise ConfigError(f"virtual stages must be >= 1, got {v}")
+    if v > 1 and m % p:
+        raise ConfigError(f"interleaved 1F1B needs microbatches ({m}) to be a multiple of stages ({p})")
+    total = m * v
+    if v == 1:
+        warmup = min(p - stage - 1, m)
+    elif m == p:
+        warmup = total
+    else:
+        warmup = min((p - stage - 1) * 2 + (v - 1) * p, total)
+
+    def virtual(k: int, forward: bool) -> tuple[int, int]:
+        group = k % (p * v)
+        chunk = group // p if forward else v - 1 - group // p
+        return (k // (p * v)) * p + k % p, chunk
+
+    order: list[tuple[Phase, int, int]] = []
+    for k in range(warmup):
+        order.append(("F", *virtual(k, True)))
+    for i in range(total - warmup):
+        order.append(("F", *virtual(warmup + i, True)))
+        order.append(("B", *virtual(i, False)))
+    for k in range(total - warmup, total):
+        order.append(("B", *virtual(k, False)))
+    return order

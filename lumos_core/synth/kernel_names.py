@@ -93,3 +93,11 @@ L2NORM = (
     "bool, int>(long, int volatile*, TensorListMetadata<1>, L2NormFunctor<float, 512, 8>, float*, float*, "
     "bool, int)"
 )
+SWIGLU = elementwise_kernel("at::native::silu_mul_kernel<c10::BFloat16>", 3)
+SWIGLU_BWD = elementwise_kernel("at::native::silu_mul_backward_kernel<c10::BFloat16>", 5)
+RMS_FWD = "void rmsnorm_fwd_tuned_kernel<c10::BFloat16, float>(RMSNormParams)"
+RMS_BWD = "void rmsnorm_bwd_tuned_kernel<c10::BFloat16, float>(RMSNormParams)"
+SOFTMAX_FWD = "void scaled_upper_triang_masked_softmax_warp_forward<c10::BFloat16, c10::BFloat16, float, 11>"
+SOFTMAX_BWD = "void scaled_upper_triang_masked_softmax_warp_backward<c10::BFloat16, c10::BFloat16, float, 11>"
+DROPOUT = elementwise_kernel("at::native::fused_dropout_kernel_vec<c10::BFloat16, float>", 3)
+BMM = "ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_stages_64x3_{op}"

@@ -1,7 +1,10 @@
 """Model presets and the validated configuration of one synthetic training job.
 
 Presets are the GPT-3 sizes of the Lumos paper (Table 1; all with sequence 2048 and head
-dimension 128). A :class:`SynthConfig` fixes the model, the 3D-parallel layout (Megatron order:
+dimension 128) and the Llama 3 dense models (8B/70B/405B: grouped-query attention with 8 KV heads,
+SwiGLU feed-forward, RMSNorm, rotary positions, no biases, untied 128,256-token embeddings; Meta's
+model cards). Their FLOPs and memory formulas are in :mod:`lumos_core.synth.flops` and
+docs/performance-model.md. A :class:`SynthConfig` fixes the model, the 3D-parallel layout (Megatron order:
 tensor-parallel ranks are consecutive, then data-parallel, then pipeline), the microbatching,
 the GPU and the generator's seed; it round-trips through JSON (``to_json``/``from_json``) and is
 stored in every generated file under ``"lumos_synth_config"``.
@@ -16,12 +19,14 @@ from lumos_core.errors import ConfigError
 from lumos_core.perf.hardware import get_gpu
 from lumos_core.perf.schedules import SCHEDULES
 
-__all__ = ["PRESETS", "ModelSpec", "SynthConfig", "model_from_args"]
+__all__ = ["ATTENTION", "PRESETS", "RECOMPUTE", "ModelSpec", "SynthConfig", "model_from_args"]
 
 
 @dataclass(frozen=True, slots=True)
 class ModelSpec:
-    """A GPT (decoder-only transformer) shape."""
+    """A decoder-only transformer shape: GPT-3 style (LayerNorm, GeLU MLP, biases, learned
+    positions) or Llama style (``kv_heads`` < heads: grouped-query attention; ``gated_ffn``:
+    SwiGLU, three GEMMs; ``norm`` "rmsnorm"; no biases; rotary positions)."""
 
     name: str
     layers: int
@@ -31,30 +36,61 @@ class ModelSpec:
     seq: int
     vocab: int = 51200  # GPT-3's 50257 padded to a multiple of 128 * 8 as Megatron does
     kv_channels: int = 0  # head dimension (Megatron --kv-channels); 0: hidden // heads
+    kv_heads: int = 0  # key/value heads (GQA, Megatron --num-query-groups); 0: as many as heads
+    gated_ffn: bool = False  # SwiGLU: gate and up projections (h x 2f), then down (f x h)
+    norm: str = "layernorm"  # or "rmsnorm"
+    bias: bool = True  # linear layers carry biases (GPT-3) or not (Llama)
+    learned_positions: bool = True  # a learned position table (GPT-3) or rotary (Llama, no weights)
 
     @property
     def head_dim(self) -> int:
         return self.kv_channels or self.hidden // self.heads
 
     @property
+    def n_kv_heads(self) -> int:
+        return self.kv_heads or self.heads
+
+    @property
     def attn_dim(self) -> int:
-        """Width of Q, K, V and the attention output: heads x head dimension."""
+        """Width of Q and of the attention output: heads x head dimension."""
         return self.heads * self.head_dim
 
     @property
+    def kv_dim(self) -> int:
+        """Width of K (and of V): KV heads x head dimension."""
+        return self.n_kv_heads * self.head_dim
+
+    @property
+    def qkv_dim(self) -> int:
+        """Output width of the fused QKV projection."""
+        return self.attn_dim + 2 * self.kv_dim
+
+    @property
+    def ffn_in_dim(self) -> int:
+        """Output width of the first MLP GEMM (gate and up fused for SwiGLU)."""
+        return 2 * self.ffn if self.gated_ffn else self.ffn
+
+    @property
+    def norm_params(self) -> int:
+        return self.hidden if self.norm == "rmsnorm" else 2 * self.hidden
+
+    @property
     def layer_params(self) -> int:
-        """Weights and biases of one layer: QKV (3ha + 3a), proj (ah + h), MLP (2hf + f + h), 2 LayerNorms."""
+        """Weights (and biases) of one layer: QKV h(a + 2kv), projection ah, MLP h(f_in + f),
+        two norms."""
         h, f, a = self.hidden, self.ffn, self.attn_dim
-        return 4 * h * a + 3 * a + h + 2 * h * f + f + h + 4 * h
+        weights = h * self.qkv_dim + a * h + h * self.ffn_in_dim + f * h
+        biases = (self.qkv_dim + h + self.ffn_in_dim + h) if self.bias else 0
+        return weights + biases + 2 * self.norm_params
 
     @property
     def params(self) -> int:
-        """All parameters with untied input/output embeddings, learned positions, final LayerNorm."""
+        """All parameters: untied input/output embeddings, positions if learned, final norm."""
         return (
             self.layers * self.layer_params
             + 2 * self.vocab * self.hidden
-            + self.seq * self.hidden
-            + 2 * self.hidden
+            + (self.seq * self.hidden if self.learned_positions else 0)
+            + self.norm_params
         )
 
 
@@ -67,6 +103,18 @@ PRESETS: dict[str, ModelSpec] = {
     "gpt3-117b": ModelSpec("gpt3-117b", 96, 12288, 24576, 96, 2048),
     "gpt3-175b": ModelSpec("gpt3-175b", 96, 12288, 49152, 96, 2048),
 }
+# Llama 3 (Meta, "The Llama 3 Herd of Models", Table 3): layers, model dim, FFN dim, heads, 8 KV
+# heads, vocabulary 128,256, sequence 8,192 (the pre-training length).
+_LLAMA = {"kv_heads": 8, "gated_ffn": True, "norm": "rmsnorm", "bias": False, "learned_positions": False}
+PRESETS.update(
+    {
+        "llama3-8b": ModelSpec("llama3-8b", 32, 4096, 14336, 32, 8192, vocab=128256, **_LLAMA),
+        "llama3-70b": ModelSpec("llama3-70b", 80, 8192, 28672, 64, 8192, vocab=128256, **_LLAMA),
+        "llama3-405b": ModelSpec("llama3-405b", 126, 16384, 53248, 128, 8192, vocab=128256, **_LLAMA),
+    }
+)
+RECOMPUTE = ("none", "selective", "full")
+ATTENTION = ("flash", "unfused")
 
 
 def model_from_args(
@@ -78,6 +126,7 @@ def model_from_args(
     seq: int | None = None,
     vocab: int | None = None,
     kv_channels: int | None = None,
+    kv_heads: int | None = None,
 ) -> ModelSpec:
     """A preset, optionally with some dimensions overridden, or a "custom" model (all required)."""
     overrides = {
@@ -88,6 +137,7 @@ def model_from_args(
         "seq": seq,
         "vocab": vocab,
         "kv_channels": kv_channels,
+        "kv_heads": kv_heads,
     }
     given = {k: v for k, v in overrides.items() if v is not None}
     if name == "custom":
@@ -123,6 +173,14 @@ class SynthConfig:
     seed: int = 0
     bucket_params: int = 40_000_000  # Megatron DDP's default gradient bucket size
     first_step: int = 1  # number of the first ProfilerStep#N
+    recompute: str = "none"  # activation recomputation: none, selective (attention core), full
+    sp: bool = False  # sequence parallelism: TP all-reduces become reduce-scatter + all-gather
+    vp: int = 1  # virtual pipeline stages per rank (interleaved 1F1B when > 1)
+    cp: int = 1  # context parallelism: the sequence split over cp ranks (trace-free only)
+    attention: str = "flash"  # fused flash attention, or Megatron's unfused QK^T/softmax/PV kernels
+    # The CPU blocks on each pipeline transfer (DeepSpeed's pipeline engine: synchronous send/recv)
+    # instead of queueing it on a stream and running ahead (Megatron-LM). Trace-free only.
+    p2p_blocks_cpu: bool = False
 
     def __post_init__(self) -> None:
         if self.microbatches == 0:
@@ -132,7 +190,7 @@ class SynthConfig:
     # ---- derived sizes ----
     @property
     def world_size(self) -> int:
-        return self.tp * self.pp * self.dp
+        return self.tp * self.pp * self.dp * self.cp
 
     @property
     def layers_per_stage(self) -> int:
@@ -140,23 +198,46 @@ class SynthConfig:
 
     @property
     def tokens(self) -> int:
-        """Tokens per microbatch (rows of every GEMM)."""
-        return self.micro_batch * self.model.seq
+        """Tokens per microbatch on one rank (rows of every GEMM): the sequence is split over CP."""
+        return self.micro_batch * self.model.seq // self.cp
+
+    @property
+    def global_batch(self) -> int:
+        return self.micro_batch * self.microbatches * self.dp
 
     def validate(self) -> None:
         m = self.model
-        for name in ("tp", "pp", "dp", "microbatches", "micro_batch", "iterations"):
+        for name in ("tp", "pp", "dp", "microbatches", "micro_batch", "iterations", "vp", "cp"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
         for name in ("layers", "hidden", "ffn", "heads", "seq", "vocab", "head_dim"):
             if getattr(m, name) < 1:
                 raise ConfigError(f"model {name} must be >= 1, got {getattr(m, name)}")
-        if m.layers % self.pp:
-            raise ConfigError(f"{m.layers} layers cannot be split evenly into {self.pp} pipeline stages")
+        if m.layers % (self.pp * self.vp):
+            raise ConfigError(
+                f"{m.layers} layers cannot be split evenly into {self.pp} pipeline stages"
+                + (f" x {self.vp} virtual stages" if self.vp > 1 else "")
+            )
+        if self.vp > 1 and (self.pp < 2 or self.microbatches % self.pp):
+            raise ConfigError(
+                f"--vp {self.vp} (interleaved 1F1B) needs --pp >= 2 and microbatches a multiple of "
+                f"--pp ({self.microbatches} microbatches, pp {self.pp})"
+            )
+        if self.recompute not in RECOMPUTE:
+            raise ConfigError(f"unknown --recompute {self.recompute!r}: use one of {', '.join(RECOMPUTE)}")
+        if self.attention not in ATTENTION:
+            raise ConfigError(f"unknown attention {self.attention!r}: use one of {', '.join(ATTENTION)}")
+        if m.seq % self.cp:
+            raise ConfigError(f"sequence {m.seq} is not divisible by context parallelism {self.cp}")
+        if m.norm not in ("layernorm", "rmsnorm"):
+            raise ConfigError(f"unknown norm {m.norm!r}: use layernorm or rmsnorm")
+        if m.heads % m.n_kv_heads:
+            raise ConfigError(f"{m.heads} heads are not a multiple of {m.n_kv_heads} KV heads")
         if not m.kv_channels and m.hidden % m.heads:
             raise ConfigError(f"hidden size {m.hidden} is not a multiple of {m.heads} heads")
         for what, value in (
             ("heads", m.heads),
+            ("KV heads", m.n_kv_heads),
             ("ffn size", m.ffn),
             ("vocabulary", m.vocab),
             ("hidden size", m.hidden),

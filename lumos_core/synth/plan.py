@@ -61,6 +61,7 @@ ROLE_TP = 0
 ROLE_DP = 1
 ROLE_PREV = 2
 ROLE_NEXT = 3
+ROLE_CP = 4  # context parallelism's K/V ring (trace-free prediction only: no stream in traces)
 N_STREAMS = 5
 
 BF16 = ("BFloat16", 2)

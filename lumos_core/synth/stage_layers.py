@@ -13,55 +13,133 @@ from lumos_core.synth.kernel_names import (
     FLASH_FWD,
     GELU,
     GELU_BWD,
+    BMM,
+    DROPOUT,
     LN_BWD,
     LN_FWD,
     REDUCE_MAX,
     REDUCE_SUM,
+    RMS_BWD,
+    RMS_FWD,
+    SOFTMAX_BWD,
+    SOFTMAX_FWD,
     SOFTMAX_GRAD,
+    SWIGLU,
+    SWIGLU_BWD,
 )
-from lumos_core.synth.plan import FP32, KernelDesc, layer_annotation
+from lumos_core.synth.plan import BF16, FP32, OP_COLL, ROLE_CP, CommDesc, KernelDesc, layer_annotation
+from lumos_core.trace.model import CollectiveKind
 from lumos_core.synth.stage_writer import StageWriter, ns
 
 
 class StageLayers(StageWriter):
     """The model pieces, written with :class:`StageWriter`'s instructions."""
 
-    def layer_forward(self, th: int, layer: int) -> None:
-        T, h, f = self.T, self.h, self.f_tp
-        cfg = self.cfg
-        hd = cfg.model.head_dim
-        self.begin(th, layer_annotation(layer))
-        self.layernorm(th, T, h)
-        self.gemm(th, T, 3 * self.a_tp, h)
-        sdpa = costs.attention_time(cfg.micro_batch, self.heads_tp, cfg.model.seq, hd, self.gpu)
-        qkv_dims = [cfg.micro_batch, self.heads_tp, cfg.model.seq, hd]
-        self.kernel(
-            th,
-            KernelDesc(
-                "aten::_scaled_dot_product_flash_attention",
-                FLASH_FWD,
-                ns(sdpa),
-                22_000,
-                dims=[qkv_dims, qkv_dims, qkv_dims],
-                types=["c10::BFloat16"] * 3,
-                grid=(max(1, cfg.model.seq // 128), cfg.micro_batch, self.heads_tp),
-                block=(128, 1, 1),
-                registers=255,
-                shared_memory=49_152,
-            ),
-        )
+    def layer_forward(self, th: int, layer: int, name: str | None = None) -> None:
+        """One transformer layer forward (``name``: the annotation, e.g. for a recomputation)."""
+        T, Ts, h = self.T, self.T_sp, self.h
+        self.begin(th, name or layer_annotation(layer))
+        self.layernorm(th, Ts, h)
+        self.tp_input(th, T * h)
+        self.gemm(th, T, self.qkv_tp, h)
+        self.attention_core(th)
         self.gemm(th, T, h, self.a_tp)
-        self.tp_allreduce(th, T * h)
-        self.elementwise(th, "aten::add", ADD, T * h, reads=2, dims=[[T, h], [T, h]])
-        self.layernorm(th, T, h)
-        self.gemm(th, T, f, h)
-        self.elementwise(th, "aten::gelu", GELU, T * f, dims=[[T, f]])
-        self.gemm(th, T, h, f)
-        self.tp_allreduce(th, T * h)
-        self.elementwise(th, "aten::add", ADD, T * h, reads=2, dims=[[T, h], [T, h]])
+        self.tp_output(th, T * h)
+        self.elementwise(th, "aten::add", ADD, Ts * h, reads=2, dims=[[Ts, h], [Ts, h]])
+        self.layernorm(th, Ts, h)
+        self.tp_input(th, T * h)
+        self.gemm(th, T, self.fin_tp, h)
+        self.activation(th)
+        self.gemm(th, T, h, self.f_tp)
+        self.tp_output(th, T * h)
+        self.elementwise(th, "aten::add", ADD, Ts * h, reads=2, dims=[[Ts, h], [Ts, h]])
+        self.end(th)
+
+    def activation(self, th: int, backward: bool = False) -> None:
+        T, f = self.T, self.f_tp
+        if self.cfg.model.gated_ffn:  # SwiGLU: silu(gate) * up
+            if backward:
+                self.elementwise(th, "aten::silu_mul_backward", SWIGLU_BWD, T * f, reads=3, writes=2,
+                                 dims=[[T, 2 * f], [T, f]])
+            else:
+                self.elementwise(th, "aten::silu_mul", SWIGLU, T * f, reads=2, dims=[[T, 2 * f]])
+        elif backward:
+            self.elementwise(th, "aten::gelu_backward", GELU_BWD, T * f, reads=2, dims=[[T, f], [T, f]])
+        else:
+            self.elementwise(th, "aten::gelu", GELU, T * f, dims=[[T, f]])
+
+    def attention_core(self, th: int, backward: bool = False) -> None:
+        """softmax(QK^T)V on this rank's heads: one flash kernel (causal blocks skipped; with
+        context parallelism the local queries attend to the whole sequence), or Megatron's unfused
+        batched GEMMs around a fused scale-mask-softmax and dropout (full s x s scores)."""
+        cfg = self.cfg
+        b, hq, s, d = cfg.micro_batch, self.heads_tp, cfg.model.seq, cfg.model.head_dim
+        if cfg.attention == "unfused":
+            self._unfused_attention(th, b * hq, s, d, backward)
+            return
+        sq = s // cfg.cp
+        t = costs.attention_time(b, hq, sq, d, self.gpu, backward=backward)
+        if cfg.cp > 1:  # s/cp local queries against all s keys: cp x the FLOPs of an s/cp square
+            t *= cfg.cp
+            self.cp_exchange(th, backward)
+        d4 = [b, hq, sq, d]
+        if backward:
+            self.begin(th, "autograd::engine::evaluate_function: ScaledDotProductFlashAttentionBackward0", "cpu_op")
+            self.kernel(th, KernelDesc("aten::_scaled_dot_product_flash_attention_backward", FLASH_BWD, ns(t),
+                                       25_000, dims=[d4, d4, d4, d4, d4, d4[:3]],
+                                       types=["c10::BFloat16"] * 5 + ["float"],
+                                       grid=(max(1, sq // 128), b, hq), block=(256, 1, 1), registers=255,
+                                       shared_memory=98_304))
+            self.end(th)
+            return
+        self.kernel(th, KernelDesc("aten::_scaled_dot_product_flash_attention", FLASH_FWD, ns(t), 22_000,
+                                   dims=[d4, d4, d4], types=["c10::BFloat16"] * 3,
+                                   grid=(max(1, sq // 128), b, hq), block=(128, 1, 1), registers=255,
+                                   shared_memory=49_152))
+
+    def bmm(self, th: int, batch: int, m: int, n: int, k: int) -> None:
+        """A batched GEMM (``batch`` products of m x k by k x n), costed as one GEMM of its FLOPs."""
+        t = costs.gemm_time(batch * m, n, k, self.gpu)
+        self.kernel(th, KernelDesc("aten::bmm", BMM.format(op="tn"), ns(t), 9_000,
+                                   dims=[[batch, m, k], [batch, k, n]], types=["c10::BFloat16"] * 2,
+                                   grid=(max(1, n // 128), max(1, m // 128), batch), block=(256, 1, 1)))
+
+    def cp_exchange(self, th: int, backward: bool) -> None:
+        """Context parallelism: the ring passes K and V blocks around the CP group (forward), and
+        their gradients back (backward); costed as one all-gather of this rank's K and V."""
+        kv = 2 * self.T * self.cfg.model.kv_dim // self.cfg.tp
+        n = kv * self.cfg.cp
+        kind = CollectiveKind.REDUCE_SCATTER if backward else CollectiveKind.ALL_GATHER
+        desc = CommDesc(ROLE_CP, kind, "cp_ring", "nccl:cp_ring", n if backward else kv,
+                        kv if backward else n, *BF16)
+        self.ops.append((OP_COLL, th, self._comm(desc), -1))
+
+    def _unfused_attention(self, th: int, bh: int, s: int, d: int, backward: bool) -> None:
+        scores = bh * s * s
+        if not backward:
+            self.bmm(th, bh, s, s, d)  # QK^T
+            self.kernel(th, KernelDesc("ScaledUpperTriangMaskedSoftmax", SOFTMAX_FWD,
+                                       ns(costs.memory_time(scores * 4, self.gpu)), 6_000, dims=[[bh, s, s]]))
+            self.elementwise(th, "aten::native_dropout", DROPOUT, scores, reads=1, writes=2, dims=[[bh, s, s]])
+            self.bmm(th, bh, s, d, s)  # PV
+            return
+        self.begin(th, "autograd::engine::evaluate_function: CoreAttentionBackward", "cpu_op")
+        self.bmm(th, bh, s, s, d)  # dP = dO V^T
+        self.bmm(th, bh, d, s, s)  # dV = P^T dO
+        self.elementwise(th, "aten::native_dropout_backward", DROPOUT, scores, reads=2, writes=1,
+                         dims=[[bh, s, s]])
+        self.kernel(th, KernelDesc("ScaledUpperTriangMaskedSoftmaxBackward", SOFTMAX_BWD,
+                                   ns(costs.memory_time(scores * 6, self.gpu)), 6_000, dims=[[bh, s, s]]))
+        self.bmm(th, bh, s, d, s)  # dQ = dS K
+        self.bmm(th, bh, s, d, s)  # dK = dS^T Q
         self.end(th)
 
     def layernorm(self, th: int, rows: int, h: int, backward: bool = False) -> None:
+        if self.cfg.model.norm == "rmsnorm":
+            name = "aten::rms_norm_backward" if backward else "aten::rms_norm"
+            self.elementwise(th, name, RMS_BWD if backward else RMS_FWD, rows * h,
+                             reads=3 if backward else 1, writes=1, dims=[[rows, h], [h]])
+            return
         if backward:
             self.begin(th, "autograd::engine::evaluate_function: NativeLayerNormBackward0", "cpu_op")
             self.elementwise(
@@ -87,7 +165,8 @@ class StageLayers(StageWriter):
 
     def linear_backward(self, th: int, n_in: int, n_out: int, column_parallel: bool) -> None:
         """dgrad and wgrad of Y = X W^T (X: T x n_in); a column-parallel layer all-reduces dX over TP
-        asynchronously while the wgrad GEMM runs."""
+        (reduce-scatters it with sequence parallelism) asynchronously while the wgrad GEMM runs; a
+        row-parallel one first all-gathers its output gradient under sequence parallelism."""
         T = self.T
         self.begin(
             th,
@@ -95,11 +174,16 @@ class StageLayers(StageWriter):
             "cpu_op",
         )
         self.begin(th, "LinearWithGradAccumulationAndAsyncCommunicationBackward", "cpu_op")
+        if not column_parallel and self.cfg.sp:
+            self.tp_exchange(th, T * self.h, gather=True)
         self.gemm(th, T, n_in, n_out, op="nn")
         handle = -1
         if column_parallel and self.cfg.tp > 1:
             handle = self._handle()
-            self.tp_allreduce(th, T * self.h, handle=handle)
+            if self.cfg.sp:
+                self.tp_exchange(th, T * self.h, gather=False, handle=handle)
+            else:
+                self.tp_allreduce(th, T * self.h, handle=handle)
         self.gemm(th, n_out, n_in, T, op="nt")
         if handle >= 0:
             self.wait(th, [handle])
@@ -107,52 +191,39 @@ class StageLayers(StageWriter):
         self.end(th)
 
     def layer_backward(self, th: int, layer: int) -> None:
-        T, h, f = self.T, self.h, self.f_tp
+        Ts, h = self.T_sp, self.h
         cfg = self.cfg
-        hd = cfg.model.head_dim
         self.begin(th, layer_annotation(layer, backward=True))
-        self.elementwise(th, "aten::add_", ADD, T * h, reads=2, dims=[[T, h], [T, h]])
-        self.linear_backward(th, f, h, column_parallel=False)  # FC2 (row parallel)
-        self.begin(th, "autograd::engine::evaluate_function: GeluBackward0", "cpu_op")
-        self.elementwise(th, "aten::gelu_backward", GELU_BWD, T * f, reads=2, dims=[[T, f], [T, f]])
+        # Activation recomputation: full re-runs the layer's forward (its TP collectives too) from
+        # the stored input; selective re-runs only the attention core (Korthikanti et al. 2022).
+        if cfg.recompute == "full":
+            self.layer_forward(th, layer, name=f"recompute.decoder.layers.{layer}")
+        elif cfg.recompute == "selective":
+            self.begin(th, f"recompute.decoder.layers.{layer}.core_attention")
+            self.attention_core(th)
+            self.end(th)
+        self.elementwise(th, "aten::add_", ADD, Ts * h, reads=2, dims=[[Ts, h], [Ts, h]])
+        self.linear_backward(th, self.f_tp, h, column_parallel=False)  # FC2 (row parallel)
+        grad_fn = "SiluMulBackward0" if cfg.model.gated_ffn else "GeluBackward0"
+        self.begin(th, f"autograd::engine::evaluate_function: {grad_fn}", "cpu_op")
+        self.activation(th, backward=True)
         self.end(th)
-        self.linear_backward(th, h, f, column_parallel=True)  # FC1
-        self.layernorm(th, T, h, backward=True)
-        self.elementwise(th, "aten::add_", ADD, T * h, reads=2, dims=[[T, h], [T, h]])
+        self.linear_backward(th, h, self.fin_tp, column_parallel=True)  # FC1 (gate and up)
+        self.layernorm(th, Ts, h, backward=True)
+        self.elementwise(th, "aten::add_", ADD, Ts * h, reads=2, dims=[[Ts, h], [Ts, h]])
         self.linear_backward(th, self.a_tp, h, column_parallel=False)  # attention projection
-        sdpa = costs.attention_time(
-            cfg.micro_batch, self.heads_tp, cfg.model.seq, hd, self.gpu, backward=True
-        )
-        d4 = [cfg.micro_batch, self.heads_tp, cfg.model.seq, hd]
-        self.begin(
-            th, "autograd::engine::evaluate_function: ScaledDotProductFlashAttentionBackward0", "cpu_op"
-        )
-        self.kernel(
-            th,
-            KernelDesc(
-                "aten::_scaled_dot_product_flash_attention_backward",
-                FLASH_BWD,
-                ns(sdpa),
-                25_000,
-                dims=[d4, d4, d4, d4, d4, d4[:3]],
-                types=["c10::BFloat16"] * 5 + ["float"],
-                grid=(max(1, cfg.model.seq // 128), cfg.micro_batch, self.heads_tp),
-                block=(256, 1, 1),
-                registers=255,
-                shared_memory=98_304,
-            ),
-        )
-        self.end(th)
-        self.linear_backward(th, h, 3 * self.a_tp, column_parallel=True)  # QKV
-        self.layernorm(th, T, h, backward=True)
+        self.attention_core(th, backward=True)
+        self.linear_backward(th, h, self.qkv_tp, column_parallel=True)  # QKV
+        self.layernorm(th, Ts, h, backward=True)
         self.end(th)
 
     def embedding_forward(self, th: int) -> None:
         T, h = self.T, self.h
         self.begin(th, "embedding")
         self.elementwise(th, "aten::embedding", EMBED_FWD, T * h, dims=[[self.v_tp, h], [T]])
-        self.elementwise(th, "aten::add", ADD, T * h, reads=2, dims=[[T, h], [T, h]])  # + positions
-        self.tp_allreduce(th, T * h)  # VocabParallelEmbedding sums the partial lookups
+        if self.cfg.model.learned_positions:
+            self.elementwise(th, "aten::add", ADD, T * h, reads=2, dims=[[T, h], [T, h]])  # + positions
+        self.tp_output(th, T * h)  # VocabParallelEmbedding sums the partial lookups
         self.end(th)
 
     def embedding_backward(self, th: int) -> None:
@@ -168,7 +239,8 @@ class StageLayers(StageWriter):
     def output_forward(self, th: int) -> None:
         T, h, v = self.T, self.h, self.v_tp
         self.begin(th, "output_layer")
-        self.layernorm(th, T, h)
+        self.layernorm(th, self.T_sp, h)
+        self.tp_input(th, T * h)
         self.gemm(th, T, v, h)
         self.end(th)
         # Megatron's vocab-parallel cross entropy: max, sum of exp and target logit, each all-reduced.
@@ -214,5 +286,5 @@ class StageLayers(StageWriter):
         )
         self.end(th)
         self.linear_backward(th, h, v, column_parallel=True)
-        self.layernorm(th, T, h, backward=True)
+        self.layernorm(th, self.T_sp, h, backward=True)
         self.end(th)

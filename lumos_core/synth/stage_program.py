@@ -34,9 +34,20 @@ from lumos_core.trace.model import CollectiveKind
 class StageProgram(StageLayers):
     """Data parallelism, microbatch steps, p2p and the optimizer of one stage."""
 
-    def __init__(self, cfg: SynthConfig, gpu: GpuProfile, stage: int) -> None:
+    def __init__(self, cfg: SynthConfig, gpu: GpuProfile, stage: int, chunk: int | None = None) -> None:
         super().__init__(cfg, gpu, stage)
+        if chunk is not None:  # one model chunk (virtual stage) of an interleaved schedule
+            per = cfg.model.layers // (cfg.pp * cfg.vp)
+            piece = chunk * cfg.pp + stage
+            self.layers = range(piece * per, (piece + 1) * per)
+            self.first = piece == 0
+            self.last = piece == cfg.pp * cfg.vp - 1
         self._buckets = self._gradient_buckets()
+
+    @property
+    def bucket_sizes(self) -> list[int]:
+        """Parameters of each data-parallel gradient bucket of this stage, in reduction order."""
+        return list(self._buckets.values())
 
     # ---- data parallelism ----
     def _param_groups(self) -> list[tuple[str, int]]:
@@ -44,17 +55,17 @@ class StageProgram(StageLayers):
         cfg, m = self.cfg, self.cfg.model
         groups: list[tuple[str, int]] = []
         if self.last:
-            groups.append(("output_layer", m.vocab * m.hidden // cfg.tp + 2 * m.hidden))
+            groups.append(("output_layer", m.vocab * m.hidden // cfg.tp + m.norm_params))
         # Column/row-parallel weights and column-parallel biases are split; row-parallel biases and
-        # LayerNorms are replicated on every TP rank.
-        per_layer = (
-            (4 * m.hidden * m.attn_dim + 2 * m.hidden * m.ffn + 3 * m.attn_dim + m.ffn) // cfg.tp
-            + 2 * m.hidden
-            + 4 * m.hidden
-        )
+        # norms are replicated on every TP rank.
+        split = m.hidden * m.qkv_dim + m.attn_dim * m.hidden + m.hidden * m.ffn_in_dim + m.ffn * m.hidden
+        if m.bias:
+            split += m.qkv_dim + m.ffn_in_dim
+        per_layer = split // cfg.tp + (2 * m.hidden if m.bias else 0) + 2 * m.norm_params
         groups.extend((f"layer{i}", per_layer) for i in reversed(self.layers))
         if self.first:
-            groups.append(("embedding", m.vocab * m.hidden // cfg.tp + m.seq * m.hidden))
+            positions = m.seq * m.hidden if m.learned_positions else 0
+            groups.append(("embedding", m.vocab * m.hidden // cfg.tp + positions))
         return groups
 
     def _gradient_buckets(self) -> dict[str, int]:

@@ -42,7 +42,11 @@ class StageWriter:
         self.f_tp = m.ffn // cfg.tp
         self.v_tp = m.vocab // cfg.tp
         self.heads_tp = m.heads // cfg.tp
-        self.a_tp = m.attn_dim // cfg.tp  # this rank's share of Q/K/V/attention-output width
+        self.a_tp = m.attn_dim // cfg.tp  # this rank's share of Q/attention-output width
+        self.qkv_tp = m.qkv_dim // cfg.tp  # ... of the fused QKV output (GQA: fewer K/V heads)
+        self.fin_tp = m.ffn_in_dim // cfg.tp  # ... of the first MLP GEMM (SwiGLU: gate and up)
+        # Sequence parallelism keeps norms, residuals and dropout on T / tp rows.
+        self.T_sp = self.T // cfg.tp if cfg.sp and cfg.tp > 1 else self.T
         self.layers = range(stage * cfg.layers_per_stage, (stage + 1) * cfg.layers_per_stage)
         self.gemm_pattern = GEMM_NAMES.get(gpu.compute_capability[0], GEMM_NAMES[9])
         # Volta has no BF16: Megatron trains in FP16 there, so kernels and messages say Half.
@@ -96,6 +100,8 @@ class StageWriter:
         self.ops.append((OP_END, thread))
 
     def kernel(self, thread: int, desc: KernelDesc) -> None:
+        if self.gpu.host_scale != 1.0:  # the system's host/framework speed (a fitted prior)
+            desc.cpu_ns = round(desc.cpu_ns * self.gpu.host_scale)
         self.ops.append((OP_KERNEL, thread, self._kernel(desc)))
 
     def gemm(self, thread: int, m: int, n: int, k: int, op: str = "tn") -> None:
@@ -159,6 +165,33 @@ class StageWriter:
             reduce_op=op,
         )
         self.ops.append((OP_COLL, thread, self._comm(desc), handle))
+
+    def tp_exchange(self, thread: int, nelems: int, gather: bool, handle: int = -1) -> None:
+        """Sequence parallelism's TP collectives on a T x h activation of ``nelems`` elements: an
+        all-gather of the T/tp-row shards (before a column-parallel GEMM) or a reduce-scatter of
+        the partial sums (after a row-parallel one)."""
+        if self.cfg.tp == 1:
+            return
+        tp = self.cfg.tp
+        if gather:
+            desc = CommDesc(ROLE_TP, CollectiveKind.ALL_GATHER, "_allgather_base", "nccl:_all_gather_base",
+                            nelems // tp, nelems, *BF16)
+        else:
+            desc = CommDesc(ROLE_TP, CollectiveKind.REDUCE_SCATTER, "_reduce_scatter_base",
+                            "nccl:_reduce_scatter_base", nelems, nelems // tp, *BF16)
+        self.ops.append((OP_COLL, thread, self._comm(desc), handle))
+
+    def tp_output(self, thread: int, nelems: int) -> None:
+        """After a row-parallel GEMM: all-reduce, or reduce-scatter with sequence parallelism."""
+        if self.cfg.sp:
+            self.tp_exchange(thread, nelems, gather=False)
+        else:
+            self.tp_allreduce(thread, nelems)
+
+    def tp_input(self, thread: int, nelems: int) -> None:
+        """Before a column-parallel GEMM: sequence parallelism all-gathers the sharded input."""
+        if self.cfg.sp:
+            self.tp_exchange(thread, nelems, gather=True)
 
     def wait(self, thread: int, handles: list[int]) -> None:
         if handles:

@@ -164,4 +164,9 @@ def params_for_gpu(gpu: GpuProfile | str | None = None) -> CommParams:
         nics_per_node=g.gpus_per_node,
         nvls=g.compute_capability[0] >= 9,
         ll_max_busbw_gbps=_LL_MAX_BUSBW.get(g.compute_capability[0], 87.7),
+        # Achieved NIC efficiency and latency priors of the profile (fitted on published
+        # nccl-tests where the profile says so); a trace's calibration multiplies the scales.
+        network_efficiency=g.network_efficiency,
+        latency_scale_intra=g.comm_latency_scale_intra,
+        latency_scale_inter=g.comm_latency_scale_inter,
     )
