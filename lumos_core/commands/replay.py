@@ -169,8 +169,7 @@ def format_accuracy(result: ReplayResult, holdout: HoldoutReport) -> str:
         )
         for name, d in holdout.null_models_dict().items():
             lines.append(row(f"  null: {name}", d["mean_abs_error_pct"], d["gpu_start_error_us"]))
-    else:
-        lines.append(f"hold-out: not available: {ho['reason']}")
+    lines.append(holdout.summary_line())
     lines.append(
         "in-sample: the graph is calibrated on the iterations it replays (close to exact by construction)"
     )

@@ -46,6 +46,7 @@ class HoldoutGraph:
     untwinned: int  # of which had no twin in any other iteration
     dropped: int  # learned dependencies dropped because they contradict k's program order
     maps: dict[int, np.ndarray]  # per other iteration j: its nodes (and j-1's, j+1's) -> twins around k
+    matched: np.ndarray  # bool per node: a task of k with a twin in an iteration it learned from
 
 
 @dataclass
@@ -82,7 +83,7 @@ def holdout_graph(
     """The graph to replay iteration ``k`` out of sample (see the module docstring)."""
     n = graph.n_nodes
     region = its.region
-    learn = [j for j in range(its.count) if j != k]
+    learn = its.neighbours(k)
     maps = {j: _iteration_map(graph, its, j, k) for j in learn}
     pinned = (region < k) & (region >= -1)
     base = graph.node_type <= 2  # CPU, GPU, ARRIVE (JOIN = 3 is derived)
@@ -151,7 +152,7 @@ def holdout_graph(
         ep_kind=ep.kind,
         order=order,
     )
-    return HoldoutGraph(g, k, learn, pinned, len(tasks_k), untwinned, dropped, maps)
+    return HoldoutGraph(g, k, learn, pinned, len(tasks_k), untwinned, dropped, maps, (present > 0) & (region == k))
 
 
 def _iteration_map(graph: ExecutionGraph, its: Iterations, j: int, k: int) -> np.ndarray:
@@ -241,13 +242,25 @@ def _learned_lags(edges: _Edges, votes: _Edges) -> np.ndarray:
         ([edges.kind.astype(np.int64)], [kind]),
     ):
         rep, _count, median = group_median(keys_v, votes.lag)
-        table = {tuple(int(k[r]) for k in keys_v): m for r, m in zip(rep.tolist(), median.tolist())}
         todo = np.flatnonzero(lag == NEVER)
-        for i in todo.tolist():
-            m = table.get(tuple(int(k[i]) for k in keys_e))
-            if m is not None:
-                lag[i] = m
+        if len(todo) == 0:
+            break
+        found, at = lookup([k[rep] for k in keys_v], [k[todo] for k in keys_e])
+        lag[todo[found]] = median[at[found]]
     return np.where(lag == NEVER, edges.lag, lag)
+
+
+def lookup(table: list[np.ndarray], query: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Where each query row (columns ``query``) is among the distinct rows of ``table``: (found,
+    index into table). A sort-based join, O(n log n)."""
+    n = len(table[0])
+    both = np.stack([np.r_[t, q] for t, q in zip(table, query)], axis=1)
+    _u, inv = np.unique(both, axis=0, return_inverse=True)
+    inv = inv.reshape(-1)
+    row_of = np.full(int(inv.max(initial=-1)) + 1, -1, np.int64)
+    row_of[inv[:n]] = np.arange(n)
+    at = row_of[inv[n:]]
+    return at >= 0, at
 
 
 def _restore_cpu_gaps(
