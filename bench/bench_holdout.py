@@ -27,6 +27,7 @@ from pathlib import Path
 from common import REPO, SHARED
 
 TARGET = 3.0
+_SEPARATE = {"edge-cases", "h100-hf-inference", "hta-critical-path"}  # folders of unrelated traces
 
 
 def synthetic_trace(path: Path, steps: int = 20, layers: int = 120, seed: int = 7) -> Path:
@@ -103,8 +104,8 @@ def _targets() -> list[tuple[str, Path]]:
         for d in sorted(SHARED.iterdir()):
             if not d.is_dir() or d.name == "LICENSES":
                 continue
-            if d.name == "edge-cases":  # separate single-rank traces: one run each
-                out += [(f"edge-cases/{f.name}", f) for f in sorted(d.iterdir()) if f.is_file()]
+            if d.name in _SEPARATE:  # separate single-rank traces, not one job: one run each
+                out += [(f"{d.name}/{f.name}", f) for f in sorted(d.iterdir()) if f.is_file()]
             else:
                 out.append((d.name, d))
     else:

@@ -41,12 +41,17 @@ def align(
     best = None
     for modes in STRATEGIES:
         twin_a = np.full(na, -1, np.int64)
-        mode = 0
+        _round(proc_a, key_a, proc_b, key_b, twin_a, "extend")  # common prefixes and suffixes
+        mode = 1
         for _ in range(_ROUNDS + len(modes)):
             if mode >= len(modes):
                 break
-            found = _round(proc_a, key_a, proc_b, key_b, twin_a, modes[mode])
-            mode = 0 if found else mode + 1  # new anchors: try the first kind again between them
+            if _round(proc_a, key_a, proc_b, key_b, twin_a, modes[mode]):
+                # new anchors: extend their runs, then look again from the first kind between them
+                _round(proc_a, key_a, proc_b, key_b, twin_a, "extend")
+                mode = 1
+            else:
+                mode += 1
         if best is None:
             best = twin_a
             continue
@@ -171,8 +176,10 @@ def _nearest(seg, sd, p, gid, nb):  # type: ignore[no-untyped-def]
 def _extend(sa, ka, ia, sb, kb, ib, twin_a) -> bool:  # type: ignore[no-untyped-def]
     """Pair the common prefix and the common suffix of every segment (the runs that continue an
     anchor): element r of a segment of one sequence with element r of the same segment of the
-    other, from the front and from the back, up to the first mismatch."""
-    found = False
+    other, from the front and from the back, up to the first mismatch. The two runs of a segment
+    never share an element (then they cannot cross either)."""
+    used_a = np.zeros(len(ka), bool)
+    used_b = np.zeros(len(kb), bool)
     for back in (False, True):
         ra, rb = _rank_in_segment(sa, back), _rank_in_segment(sb, back)
         big = max(len(ra), len(rb)) + 1
@@ -184,20 +191,17 @@ def _extend(sa, ka, ia, sb, kb, ib, twin_a) -> bool:  # type: ignore[no-untyped-
         hit[at_ok] = cb[o][at[at_ok]] == ca[at_ok]
         j = o[np.minimum(at, len(cb) - 1)]
         eq = hit & (kb[j] == ka)
-        # the run: ranks 0.. of a segment up to the first mismatch
         bad = np.cumsum(~eq)
         idx = np.arange(len(sa))
         if back:  # ranks count from the end: no mismatch from here to the segment's end
-            run = eq & (bad[idx + ra] == bad)
+            run = eq & (bad[idx + ra] == bad) & ~used_a & ~used_b[j]
         else:  # no mismatch from the segment's start to here
             seg_start = idx - ra
             run = bad - bad[seg_start] + (~eq)[seg_start] == 0
-        if np.any(run):
-            twin_a[ia[run]] = ib[j[run]]
-            found = True
-            if not back:  # the suffix pass sees the segments the prefix pass left
-                break
-    return found
+        used_a |= run
+        used_b[j[run]] = True
+        twin_a[ia[run]] = ib[j[run]]
+    return bool(used_a.any())
 
 
 def _rank_in_segment(seg: np.ndarray, back: bool) -> np.ndarray:
