@@ -27,8 +27,9 @@ from lumos_core.replay.breakdown import Window, iteration_windows
 from lumos_core.trace.kineto_schema import profiler_step
 
 # An iteration is learned from (and compared with) at most this many others, the nearest first, so
-# that a trace of K iterations costs O(K) alignments, not O(K^2).
-NEIGHBOURS = 8
+# that a trace of K iterations costs O(K) alignments, not O(K^2) (and nearby steps are the ones a
+# drifting job resembles most).
+NEIGHBOURS = 4
 
 
 @dataclass

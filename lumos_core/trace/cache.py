@@ -49,7 +49,7 @@ from lumos_core.trace.model import (
 )
 
 # Bump when the parsed representation changes: old entries are then simply never looked up.
-LOADER_VERSION = "5"  # 5: one file per rank; cuda_sync args as columns
+LOADER_VERSION = "6"  # 5: one file per rank; cuda_sync args as columns; 6: MTIA/XPU/PrivateUse1 categories
 
 MAGIC = b"LUMOSRK\x05"
 _PREFIX = struct.Struct("<8sQ")
