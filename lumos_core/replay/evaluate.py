@@ -1,7 +1,8 @@
 """Accuracy that means something: the hold-out replay and the null models, on the same iterations.
 
 For every steady-state iteration *k* (one that runs the same program as another iteration, see
-:func:`~lumos_core.replay.twins.steady_iterations`), the hold-out graph of
+:func:`~lumos_core.replay.twins.steady_iterations`; decided per iteration as the loop reaches it, so
+that only the twin maps of nearby iterations are kept), the hold-out graph of
 *k* (:mod:`lumos_core.replay.holdout`) and the null models (:mod:`lumos_core.replay.null_models`)
 are replayed, and compared with *k*'s measured iteration time (per rank) and GPU task starts:
 
@@ -36,7 +37,7 @@ from lumos_core.replay.null_models import (
 )
 from lumos_core.replay.run import predicted_rank
 from lumos_core.replay.simulate import simulate
-from lumos_core.replay.twins import STEADY_MATCH, Iterations, iterations_of, steady_iterations
+from lumos_core.replay.twins import NEIGHBOURS, STEADY_MATCH, Iterations, iterations_of, twin_share
 
 HOLDOUT_DEFINITION = (
     "hold-out: each iteration k is replayed from a graph whose dependencies, lags and collective "
@@ -176,21 +177,18 @@ def evaluate_holdout(
             f"the trace has one iteration ({its.names[0]}): hold-out needs at least two, one to learn "
             "from and one to predict"
         )
-    steady, share = steady_iterations(graph, its)
-    if not steady:
-        rep = unavailable(
-            f"no steady-state iteration: in every one of the {its.count} iterations more than "
-            f"{100 * (1 - STEADY_MATCH):.0f} % of the tasks appear in no other iteration "
-            f"(best share with a twin: {100 * max(share.values()):.1f} %)"
-        )
-        rep.not_steady = list(its.names)
-        rep.share = {its.names[k]: v for k, v in share.items()}
-        return rep
     lumos = Score()
     nulls = {m: Score() for m in NULL_MODELS}
     untwinned = tasks = dropped = 0
-    for i, k in enumerate(steady):
-        progress(i / len(steady), f"hold-out replay of {its.names[k]}")
+    steady: list[int] = []
+    share: dict[int, float] = {}
+    for k in range(its.count):
+        progress(k / its.count, f"hold-out replay of {its.names[k]}")
+        its.forget(k - NEIGHBOURS - 2)  # maps later iterations never use again
+        share[k] = twin_share(graph, its, k)
+        if share[k] < STEADY_MATCH:
+            continue
+        steady.append(k)
         h = holdout_graph(graph, its, k, cpu_work=cpu_work)
         untwinned += h.untwinned
         tasks += h.tasks
@@ -218,6 +216,15 @@ def evaluate_holdout(
                     _pct(int(np.mean(others)), its.windows[(r, k)].length)
                 )
     progress(1.0, "hold-out done")
+    if not steady:
+        rep = unavailable(
+            f"no steady-state iteration: in every one of the {its.count} iterations more than "
+            f"{100 * (1 - STEADY_MATCH):.0f} % of the tasks appear in no other iteration "
+            f"(best share with a twin: {100 * max(share.values()):.1f} %)"
+        )
+        rep.not_steady = list(its.names)
+        rep.share = {its.names[k]: v for k, v in share.items()}
+        return rep
     skipped = [its.names[k] for k in range(its.count) if k not in steady]
     return HoldoutReport(
         True,

@@ -49,6 +49,12 @@ class Iterations:
     def ranks_of(self, k: int) -> list[int]:
         return sorted(r for r, i in self.windows if i == k)
 
+    def forget(self, below: int) -> None:
+        """Drop the cached twin maps between iterations all before ``below`` (each map is one int64
+        per graph node: a long trace would otherwise keep O(K) of them)."""
+        for key in [key for key in self._pair_cache if max(key) < below]:
+            del self._pair_cache[key]
+
     def neighbours(self, k: int) -> list[int]:
         """The iterations ``k`` learns from: the NEIGHBOURS nearest others (earlier first on ties)."""
         others = sorted((j for j in range(self.count) if j != k), key=lambda j: (abs(j - k), j))
@@ -172,13 +178,19 @@ def steady_iterations(graph: ExecutionGraph, its: Iterations) -> tuple[list[int]
     """Iterations that run the same program as another one: at least STEADY_MATCH of their tasks
     have a twin in one of their neighbouring iterations. Decided from task names only, never from
     timing. Returns the steady iterations and, per iteration, its best share of twinned tasks."""
-    base = (graph.node_type != NodeType.JOIN) & (graph.arrive_of < 0)
     share: dict[int, float] = {}
     for k in range(its.count):
-        mine = np.flatnonzero(base & (its.region == k))
-        best = 0.0
-        for j in its.neighbours(k) if len(mine) else []:
-            m = twin_map(graph, its, k, j)
-            best = max(best, float(np.count_nonzero(m[mine] >= 0)) / len(mine))
-        share[k] = best
+        share[k] = twin_share(graph, its, k)
+        its.forget(k - NEIGHBOURS - 1)  # later iterations never compare with these again
     return [k for k in range(its.count) if share[k] >= STEADY_MATCH], share
+
+
+def twin_share(graph: ExecutionGraph, its: Iterations, k: int) -> float:
+    """The best share of iteration ``k``'s tasks that have a twin in one neighbouring iteration."""
+    base = (graph.node_type != NodeType.JOIN) & (graph.arrive_of < 0)
+    mine = np.flatnonzero(base & (its.region == k))
+    best = 0.0
+    for j in its.neighbours(k) if len(mine) else []:
+        m = twin_map(graph, its, k, j)
+        best = max(best, float(np.count_nonzero(m[mine] >= 0)) / len(mine))
+    return best
