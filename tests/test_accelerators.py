@@ -170,3 +170,22 @@ def test_kernels_launched_before_the_window_are_busy_inside_it(tmp_path) -> None
     # HTA's temporal breakdown figure, by its definition but over every device activity
     act = np.isin(t.kind, GPU_ACTIVITY_KINDS)
     assert temporal_breakdown(t)["activities"] == int(act.sum()) - 1  # k2 is in the last step
+
+
+def test_memory_copies_and_sets_are_their_own_slice(tmp_path) -> None:
+    tb = TraceBuilder(rank=0, world=1)
+    tb.step(0, 0.0, 200.0)
+    tb.step(1, 200.0, 200.0)
+    tb.launch("gemm", 10, 5, 20, 50.0)  # 20-70
+    tb.launch("Memcpy HtoD (Pageable -> Device)", 30, 5, 60, 30.0, cat="gpu_memcpy", stream=8)  # 60-90
+    tb.launch("Memset (Device)", 100, 5, 110, 7.5, cat="gpu_memset")  # 110-117.5
+    tb.launch("gemm", 210, 5, 220, 50.0)
+    tb.write(tmp_path / "mem.json")
+    job = load_job(tmp_path / "mem.json", workers=1)
+    from lumos_core.replay.run import replay
+
+    it = replay(job, critical_paths=False).ranks[0].iterations[0].as_dict()
+    b = it["breakdown"]["measured"]
+    assert b["memory_only_us"] == pytest.approx(20.0 + 7.5)  # the copy's part past the gemm, the set
+    assert b["exposed_compute_us"] == pytest.approx(50.0 + 20.0 + 7.5)  # existing keys unchanged
+    assert set(b) >= {"exposed_compute_us", "overlapped_us", "exposed_comm_us", "other_us"}
