@@ -38,6 +38,39 @@ def align(
     if na == nb and np.array_equal(proc_a, proc_b) and np.array_equal(key_a, key_b):
         idx = np.arange(na)
         return idx, idx
+    # Processors whose two sequences are identical pair position by position; the rounds run on
+    # the others only.
+    same_a, same_b, ident_a, ident_b = _identical(proc_a, key_a, proc_b, key_b)
+    if len(same_a):
+        ra, rb = np.flatnonzero(~ident_a), np.flatnonzero(~ident_b)
+        ia, ib = _align_rounds(proc_a[ra], key_a[ra], proc_b[rb], key_b[rb])
+        ia, ib = np.r_[same_a, ra[ia]], np.r_[same_b, rb[ib]]
+        o = np.argsort(ia, kind="stable")
+        return ia[o], ib[o]
+    return _align_rounds(proc_a, key_a, proc_b, key_b)
+
+
+def _identical(pa, ka, pb, kb):  # type: ignore[no-untyped-def]
+    """(pairs in a, pairs in b, element masks of a and b) of the processors whose sequences are
+    identical in both."""
+    top = max(int(pa.max(initial=0)), int(pb.max(initial=0))) + 1
+    ca, cb = np.bincount(pa, minlength=top), np.bincount(pb, minlength=top)
+    sa, sb = np.r_[0, np.cumsum(ca)[:-1]], np.r_[0, np.cumsum(cb)[:-1]]
+    i = np.flatnonzero((ca == cb)[pa])
+    p = pa[i]
+    j = sb[p] + (i - sa[p])
+    bad = np.zeros(top, bool)
+    bad[p[ka[i] != kb[j]]] = True
+    ident = (ca == cb) & ~bad & (ca > 0)
+    keep = ident[p]
+    return i[keep], j[keep], ident[pa], ident[pb]
+
+
+def _align_rounds(proc_a, key_a, proc_b, key_b):  # type: ignore[no-untyped-def]
+    """:func:`align` by rounds of anchoring (see the module docstring), both strategies."""
+    na = len(key_a)
+    if na == 0 or len(key_b) == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
     best = None
     for modes in STRATEGIES:
         twin_a = np.full(na, -1, np.int64)
