@@ -150,7 +150,7 @@ def test_replay_cli_says_peer_waits_both_ways_and_names_them_in_the_idle_table(t
     assert out.returncode == 0, out.stderr
     d = json.loads(out.stdout)
     pw = d["peer_waits"]
-    assert pw["kept"] is True and pw["collectives"] > 0
+    assert pw["kept"] is True and pw["collectives"] > 0 and pw["ranks_missing"] is True
     assert pw["other_way_error_pct"] > d["mean_abs_error_pct"]
     assert "kept" in pw["note"] and "dropped" in pw["note"]
     assert any(r["peer_not_loaded_us"] > 0 for r in d["idle"])

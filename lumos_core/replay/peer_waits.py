@@ -93,6 +93,7 @@ class PeerWaits:
 
     kept: bool
     collectives: int  # kernels whose peers are not loaded (or did not record them)
+    ranks_missing: bool  # the job has ranks that are not in the folder
     start_delay_ns: int  # measured delay before them that no loaded dependency explains
     in_kernel_ns: int  # estimated wait inside them (duration over the fastest same kernel)
 
@@ -106,9 +107,15 @@ class PeerWaits:
         what = "kept as measured (--no-keep-peer-waits drops them)" if self.kept else (
             "dropped (the default keeps them)"
         )
+        if self.ranks_missing:
+            head = f"peers not loaded: {self.collectives} collective kernels wait for ranks that are not in the folder"
+        else:
+            head = (
+                f"collectives at the trace window's edges: {self.collectives} collective kernels wait for "
+                "peers that did not record them (every rank is loaded)"
+            )
         line = (
-            f"peers not loaded: {self.collectives} collective kernels wait for ranks that are not in "
-            f"the folder (or not in their trace window); their waits ({self.start_delay_ns / 1e6:.2f} ms before them, about "
+            f"{head}; their waits ({self.start_delay_ns / 1e6:.2f} ms before them, about "
             f"{self.in_kernel_ns / 1e6:.2f} ms inside them) are {what}"
         )
         if error_pct is not None and other_error_pct is not None:
@@ -120,9 +127,16 @@ class PeerWaits:
         return {
             "kept": self.kept,
             "collectives": self.collectives,
+            "ranks_missing": self.ranks_missing,
             "start_delay_us": self.start_delay_ns / 1000,
             "in_kernel_wait_us": self.in_kernel_ns / 1000,
         }
+
+
+def _ranks_missing(graph: ExecutionGraph) -> bool:
+    """Whether the job's recorded world size is larger than the ranks loaded (unknown: True)."""
+    sizes = [t.world_size for t in graph.job.ranks if t.world_size]
+    return not sizes or max(sizes) > len(graph.job.ranks)
 
 
 def with_peer_waits(graph: ExecutionGraph, keep: bool) -> tuple[ExecutionGraph, PeerWaits]:
@@ -136,6 +150,7 @@ def with_peer_waits(graph: ExecutionGraph, keep: bool) -> tuple[ExecutionGraph, 
     info = PeerWaits(
         keep,
         int(mask.sum()),
+        _ranks_missing(graph),
         int(delay[mask].sum()),
         int(inside.sum()),
     )
