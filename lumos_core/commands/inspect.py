@@ -24,12 +24,28 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from lumos_core.replay.hta_terms import temporal_breakdown
+
     job = load_from_args(args, load_job)
     report = inspect_job(job)
+    # device idle by HTA's temporal-breakdown definition (without its known bugs), per rank
+    for r, t in zip(report["ranks"], job.ranks):
+        r["device_temporal_breakdown"] = temporal_breakdown(t)
     if args.json:
         sys.stdout.write(
             orjson.dumps(report, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode() + "\n"
         )
     else:
         print(format_inspect(report))
+        rows = [(r["rank"], r["device_type"], r["device_temporal_breakdown"]) for r in report["ranks"]]
+        if any(b for _r, _d, b in rows):
+            print("")
+            print("device time, HTA's temporal breakdown (steps but the last; span = first to last device")
+            print("activity; devices told by category, ns timestamps: HTA 0.5.0's known bugs left out)")
+            for rank, dtype, b in rows:
+                if b:
+                    print(
+                        f"  rank {rank} ({dtype}): {b['activities']} device activities, idle {b['idle_pct']:.1f} %, "
+                        f"compute {b['compute_pct']:.1f} % of {b['span_us'] / 1000:.2f} ms"
+                    )
     return 0

@@ -19,6 +19,7 @@ from lumos_core.commands.common import (
 from lumos_core.errors import ConfigError
 from lumos_core.graph.build import build_graph
 from lumos_core.progress import scaled
+from lumos_core.replay.peer_waits import with_peer_waits
 from lumos_core.replay.run import ReplayResult, parse_scale, replay
 from lumos_core.trace.loader import load_job
 
@@ -79,6 +80,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="hold-out: the CPU work between a thread's calls is the held-out iteration's own "
         "(measured, default) or learned from the other iterations like every lag (learned)",
     )
+    p.add_argument(
+        "--keep-peer-waits",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="collectives whose peer ranks are not loaded: replay their measured waits (default), "
+        "or drop them (--no-keep-peer-waits: no start delay, duration cut to the fastest same kernel)",
+    )
     add_timings_argument(p)
 
 
@@ -89,8 +97,14 @@ def run(args: argparse.Namespace) -> int:
     timer.lap("load")
     progress = terminal_progress(not args.quiet)
     graph = build_graph(job, progress=scaled(progress, 0.0, 0.5), absorb_unexplained=args.keep_stalls)
+    graph, peers = with_peer_waits(graph, args.keep_peer_waits)
     timer.lap("graph")
     result = replay(job, scale=scale, progress=scaled(progress, 0.5, 1.0), graph=graph)
+    other_pct = None
+    if peers.collectives:  # the figure the other way too (one more simulation pass)
+        other = with_peer_waits(build_graph(job, absorb_unexplained=args.keep_stalls), not peers.kept)[0]
+        other_pct = replay(job, scale=scale, graph=other, critical_paths=False).mean_abs_error_pct
+    peer_note = peers.note(other_pct, result.mean_abs_error_pct)
     timer.lap("replay")
     holdout = _holdout(result, args.holdout, args.holdout_cpu)
     timer.lap("holdout")
@@ -101,6 +115,9 @@ def run(args: argparse.Namespace) -> int:
         d["holdout"] = holdout.holdout_dict()
         d["null_models"] = holdout.null_models_dict()
         d["stalls_kept"] = args.keep_stalls
+        d["peer_waits"] = peers.as_dict()
+        d["peer_waits"]["other_way_error_pct"] = other_pct
+        d["peer_waits"]["note"] = peer_note
         d["synthetic"] = job.is_synthetic
         if args.idle:
             from lumos_core.replay.idle import idle_attribution
@@ -117,6 +134,8 @@ def run(args: argparse.Namespace) -> int:
         print(format_replay(result))
         if args.keep_stalls:
             print("stalls kept: GPU delays no dependency explains are replayed as fixed waits")
+        if peer_note:
+            print(peer_note)
         print(format_accuracy(result, holdout))
         if job.is_synthetic:
             print(SYNTHETIC_NOTE)
@@ -169,8 +188,7 @@ def format_accuracy(result: ReplayResult, holdout: HoldoutReport) -> str:
         )
         for name, d in holdout.null_models_dict().items():
             lines.append(row(f"  null: {name}", d["mean_abs_error_pct"], d["gpu_start_error_us"]))
-    else:
-        lines.append(f"hold-out: not available: {ho['reason']}")
+    lines.append(holdout.summary_line())
     lines.append(
         "in-sample: the graph is calibrated on the iterations it replays (close to exact by construction)"
     )
@@ -239,19 +257,27 @@ def format_replay(result: ReplayResult) -> str:
     return "\n".join(lines)
 
 
+_IDLE_HEADERS = {"before_window": "pre-window", "peer_not_loaded": "peer-absent"}
+
+
 def format_idle(report: IdleReport) -> str:
     """The idle table: per rank, GPU stream and iteration, idle time by cause (ms)."""
     from lumos_core.replay.idle import CAUSES
 
     lines = ["", "GPU idle time by cause (ms; the causes add up to the stream's measured idle time)"]
     lines.append(
-        f"{'rank':>4} {'stream':>6} {'iteration':<18} {'idle':>8} " + " ".join(f"{c:>11}" for c in CAUSES)
+        f"{'rank':>4} {'stream':>6} {'iteration':<18} {'idle':>8} "
+        + " ".join(f"{_IDLE_HEADERS.get(c, c):>11}" for c in CAUSES)
     )
     for r in report.rows:
         lines.append(
             f"{r.rank:>4} {r.stream:>6} {r.iteration:<18} {r.idle_ns / 1e6:8.3f} "
             + " ".join(f"{r.causes[c] / 1e6:11.3f}" for c in CAUSES)
         )
+    lines.append(
+        "queued: launched before the stream went idle (GPU behind the CPU), never host; pre-window: "
+        "launched before the trace window began; peer-absent: waiting for peer ranks that are not loaded"
+    )
     u = report.unexplained_summary()
     lines.append(f"unexplained delays: {u['count']}, {u['total_us'] / 1000:.2f} ms in total")
     if u["largest"]:

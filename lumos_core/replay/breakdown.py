@@ -179,6 +179,11 @@ def window_breakdowns(unions: ActivityUnions, windows: list[Window]) -> list[Bre
     return out
 
 
+def window_length(s: np.ndarray, e: np.ndarray, lo: int, hi: int) -> int:
+    """Length of the disjoint sorted intervals [s, e) inside [lo, hi)."""
+    return _length_within(s, e, lo, hi)
+
+
 def _length_within(s: np.ndarray, e: np.ndarray, lo: int, hi: int) -> int:
     """Length of the disjoint sorted intervals [s, e) inside [lo, hi)."""
     a = int(np.searchsorted(e, lo, side="right"))  # the first interval ending after lo

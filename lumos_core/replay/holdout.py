@@ -20,13 +20,13 @@ Tasks of *k* without a twin anywhere keep their own dependencies with the median
 from __future__ import annotations
 
 import dataclasses
-from collections import deque
 from dataclasses import dataclass
 
 import numpy as np
 
 from lumos_core.errors import GraphError
 from lumos_core.graph.model import NO_ANCHOR, EdgeKind, ExecutionGraph, NodeType
+from lumos_core.jit import kernel
 from lumos_core.replay.twins import Iterations, twin_map
 
 NEVER = -(1 << 60)  # a lag that can never bind: the dependency is ignored
@@ -46,6 +46,7 @@ class HoldoutGraph:
     untwinned: int  # of which had no twin in any other iteration
     dropped: int  # learned dependencies dropped because they contradict k's program order
     maps: dict[int, np.ndarray]  # per other iteration j: its nodes (and j-1's, j+1's) -> twins around k
+    matched: np.ndarray  # bool per node: a task of k with a twin in an iteration it learned from
 
 
 @dataclass
@@ -82,7 +83,7 @@ def holdout_graph(
     """The graph to replay iteration ``k`` out of sample (see the module docstring)."""
     n = graph.n_nodes
     region = its.region
-    learn = [j for j in range(its.count) if j != k]
+    learn = its.neighbours(k)
     maps = {j: _iteration_map(graph, its, j, k) for j in learn}
     pinned = (region < k) & (region >= -1)
     base = graph.node_type <= 2  # CPU, GPU, ARRIVE (JOIN = 3 is derived)
@@ -151,7 +152,7 @@ def holdout_graph(
         ep_kind=ep.kind,
         order=order,
     )
-    return HoldoutGraph(g, k, learn, pinned, len(tasks_k), untwinned, dropped, maps)
+    return HoldoutGraph(g, k, learn, pinned, len(tasks_k), untwinned, dropped, maps, (present > 0) & (region == k))
 
 
 def _iteration_map(graph: ExecutionGraph, its: Iterations, j: int, k: int) -> np.ndarray:
@@ -241,13 +242,45 @@ def _learned_lags(edges: _Edges, votes: _Edges) -> np.ndarray:
         ([edges.kind.astype(np.int64)], [kind]),
     ):
         rep, _count, median = group_median(keys_v, votes.lag)
-        table = {tuple(int(k[r]) for k in keys_v): m for r, m in zip(rep.tolist(), median.tolist())}
         todo = np.flatnonzero(lag == NEVER)
-        for i in todo.tolist():
-            m = table.get(tuple(int(k[i]) for k in keys_e))
-            if m is not None:
-                lag[i] = m
+        if len(todo) == 0:
+            break
+        found, at = lookup([k[rep] for k in keys_v], [k[todo] for k in keys_e])
+        lag[todo[found]] = median[at[found]]
     return np.where(lag == NEVER, edges.lag, lag)
+
+
+def lookup(table: list[np.ndarray], query: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Where each query row (columns ``query``) is among the distinct rows of ``table``: (found,
+    index into table). A sort-based join, O(n log n): the columns are packed into one int64 key
+    when their ranges allow it (always, for node ids and edge kinds), else compared row-wise."""
+    n = len(table[0])
+    cols = [np.r_[t, q].astype(np.int64) for t, q in zip(table, query)]
+    key = _packed(cols)
+    if key is None:
+        _u, inv = np.unique(np.stack(cols, axis=1), axis=0, return_inverse=True)
+        key = inv.reshape(-1).astype(np.int64)
+    tk, qk = key[:n], key[n:]
+    order = np.argsort(tk, kind="stable")
+    at = np.searchsorted(tk[order], qk)
+    at_c = np.minimum(at, max(n - 1, 0))
+    found = (at < n) & (tk[order][at_c] == qk) if n else np.zeros(len(qk), bool)
+    return found, np.where(found, order[at_c], -1)
+
+
+def _packed(cols: list[np.ndarray]) -> np.ndarray | None:
+    """The columns as one int64 per row, or None when their ranges do not fit in 62 bits."""
+    key = np.zeros(len(cols[0]), np.int64)
+    bits = 0
+    for c in cols:
+        lo = int(c.min(initial=0))
+        width = int(c.max(initial=0)) - lo + 1
+        b = max(width - 1, 1).bit_length()
+        bits += b
+        if bits > 62:
+            return None
+        key = (key << b) | (c - lo)
+    return key
 
 
 def _restore_cpu_gaps(
@@ -405,23 +438,38 @@ def _topological(
     pos[previous] = np.arange(n)
     if not np.any(pos[src] >= pos[dst]):
         return previous, np.zeros(n, bool)
-    indeg = np.bincount(dst, minlength=n)
+    indeg = np.bincount(dst, minlength=n).astype(np.int64)
     by_src = np.argsort(src, kind="stable")
-    succ = dst[by_src].tolist()
+    succ = np.ascontiguousarray(dst[by_src], np.int64)
     ptr = np.zeros(n + 1, np.int64)
     np.cumsum(np.bincount(src, minlength=n), out=ptr[1:])
-    ptr_l = ptr.tolist()
-    deg = indeg.tolist()
-    queue = deque(v for v in previous.tolist() if deg[v] == 0)  # seeded in the old order
-    out: list[int] = []
-    while queue:
-        v = queue.popleft()
-        out.append(v)
-        for i in range(ptr_l[v], ptr_l[v + 1]):
-            w = succ[i]
+    queue, count, deg = kahn(np.ascontiguousarray(previous, np.int64), ptr, succ, indeg)
+    if count < n:
+        return None, deg > 0
+    return queue.astype(np.int32), np.zeros(n, bool)
+
+
+@kernel
+def kahn(seed, ptr, succ, indeg):  # type: ignore[no-untyped-def]
+    """Kahn's topological order, the ready nodes seeded in the order ``seed`` (compiled: a per-node
+    loop). Returns (order buffer, how many nodes it ordered, remaining in-degrees)."""
+    n = len(indeg)
+    deg = indeg.copy()
+    queue = np.empty(n, np.int64)
+    tail = 0
+    for i in range(len(seed)):
+        v = seed[i]
+        if deg[v] == 0:
+            queue[tail] = v
+            tail += 1
+    head = 0
+    while head < tail:
+        v = queue[head]
+        head += 1
+        for j in range(ptr[v], ptr[v + 1]):
+            w = succ[j]
             deg[w] -= 1
             if deg[w] == 0:
-                queue.append(w)
-    if len(out) < n:
-        return None, np.asarray(deg) > 0
-    return np.asarray(out, np.int32), np.zeros(n, bool)
+                queue[tail] = w
+                tail += 1
+    return queue, tail, deg

@@ -5,14 +5,22 @@ next activity. The graph says why that activity could not start earlier: its bin
 (the one whose measured time plus calibrated lag is latest) explains the gap up to that bound, and
 whatever remains is delay no dependency explains. Causes:
 
-``host``         waiting for the CPU to launch it (the launch was the binding dependency; also the
-                 stream's own few-µs overhead between queued kernels)
+``host``         waiting for the CPU to launch it: the launch was the binding dependency and the
+                 launch call began after the stream went idle (the launch latency included)
 ``sync``         the part of a launch wait during which the launching thread was blocked in a
                  synchronize or blocking copy (the CPU was waiting for the GPU, so the GPU idled)
 ``event``        waiting for another stream (cudaStreamWaitEvent, or a CUDA graph's own order)
 ``peer``         waiting for another stream's collective that itself waited for peer ranks
 ``unexplained``  later than every dependency allows: another process on the GPU, throttling,
                  profiler flushes
+``queued``       the activity was already launched when the stream went idle (the GPU runs behind
+                 the CPU): the stream's own gap between queued work (stream order, launch latency),
+                 never host
+``before_window`` an activity launched before the trace window began: its launch and whatever it
+                 waited for are not in the trace, so its gap is not the host's (nor unexplained)
+``peer_not_loaded`` waiting for peer ranks that are not loaded: a collective whose peers are not in
+                 the folder (its unexplained start delay), or an event wait on such a collective
+                 (up to that collective's estimated wait, its duration over the fastest same kernel)
 
 The causes of a stream's iteration add up to its measured idle time (window minus the union of its
 activities). Unexplained delays are also listed one by one, with whether they recur periodically.
@@ -28,7 +36,7 @@ import numpy as np
 from lumos_core.graph.model import EdgeKind, ExecutionGraph, NodeType
 from lumos_core.replay.breakdown import iteration_windows
 
-CAUSES = ("host", "event", "peer", "sync", "unexplained")
+CAUSES = ("host", "event", "peer", "sync", "unexplained", "queued", "before_window", "peer_not_loaded")
 _EXPLAINED_NS = 1_000  # a bound this close to the start explains it (timestamps are µs-rounded)
 
 
@@ -106,10 +114,14 @@ class IdleReport:
 
 def idle_attribution(graph: ExecutionGraph) -> IdleReport:
     """Idle time per GPU stream and iteration, by cause (see the module docstring)."""
+    from lumos_core.replay.peer_waits import unloaded_peer_nodes, wait_estimate
+
     ms, me = graph.measured_start, graph.measured_end
     cause, explained_until, binding_src = _binding(graph)
     blocked = _blocked_intervals(graph)
     join_wait = _peer_wait(graph)
+    unloaded = unloaded_peer_nodes(graph)
+    join_wait = np.where(unloaded, -wait_estimate(graph, unloaded), join_wait)  # < 0: peers not loaded
     rows: list[IdleRow] = []
     delays: list[Delay] = []
     stream_task = (graph.arrive_of < 0) & np.isin(graph.node_type, [NodeType.GPU, NodeType.ARRIVE])
@@ -133,7 +145,7 @@ def idle_attribution(graph: ExecutionGraph) -> IdleReport:
             reach = np.maximum.accumulate(ends)
             gap_lo = np.r_[lo, reach[:-1]]  # the stream's work so far ended here
             parts = _split_gaps(
-                graph, nodes, gap_lo, starts, cause, explained_until, binding_src, blocked, join_wait
+                graph, nodes, gap_lo, starts, cause, explained_until, binding_src, blocked, join_wait, unloaded
             )
             stream = t.lanes[lane].stream
             tail_lo = int(reach[-1]) if len(reach) else lo  # after the last activity: nothing launched
@@ -158,10 +170,11 @@ def _add_clipped(row: IdleRow, cause: str, a: int, b: int, lo: int, hi: int) -> 
         row.causes[cause] += b - a
 
 
-def _split_gaps(graph, nodes, gap_lo, starts, cause, explained_until, binding_src, blocked, join_wait):  # type: ignore[no-untyped-def]
+def _split_gaps(graph, nodes, gap_lo, starts, cause, explained_until, binding_src, blocked, join_wait, unloaded):  # type: ignore[no-untyped-def]
     """Segments (cause, from, to, activity) of the gap before each activity: the explained part up
     to its binding bound (split into sync/host, or peer/event), then the unexplained rest."""
     out: list[tuple[str, int, int, int]] = []
+    ms = graph.measured_start
     for v, a, s in zip(nodes.tolist(), gap_lo.tolist(), starts.tolist()):
         if s <= a:
             continue
@@ -170,6 +183,8 @@ def _split_gaps(graph, nodes, gap_lo, starts, cause, explained_until, binding_sr
             until = s
         c = cause[v]
         src = int(binding_src[v])
+        if c == "host" and src >= 0 and ms[src] <= a:
+            c = "queued"  # launched before the stream went idle: the GPU was behind, not the CPU
         first, first_len = c, 0
         if c == "host" and src >= 0:  # part of a launch wait can be the CPU blocked in a sync
             iv = blocked.get(int(graph.proc[src]))
@@ -177,12 +192,19 @@ def _split_gaps(graph, nodes, gap_lo, starts, cause, explained_until, binding_sr
                 first, first_len = "sync", _overlap(iv, a, until)
         elif c == "event" and src >= 0 and join_wait[src] > 0:
             first, first_len = "peer", min(int(join_wait[src]), until - a)
+        elif c == "event" and src >= 0 and join_wait[src] < 0:
+            first, first_len = "peer_not_loaded", min(-int(join_wait[src]), until - a)
         if first_len:
             out.append((first, a, a + first_len, v))
         if until > a + first_len:
             out.append((c, a + first_len, until, v))
         if s > until:
-            out.append(("unexplained", until, s, v))
+            rest = "unexplained"
+            if c == "before_window":
+                rest = "before_window"  # what it waited for is not in the trace
+            elif unloaded[v]:
+                rest = "peer_not_loaded"
+            out.append((rest, until, s, v))
     return out
 
 
@@ -198,30 +220,40 @@ def _overlap(iv: tuple[np.ndarray, np.ndarray], a: int, b: int) -> int:
 
 def _binding(graph: ExecutionGraph) -> tuple[list[str], np.ndarray, np.ndarray]:
     """Per node, on measured times: the cause its binding start dependency stands for, the time
-    that dependency allowed, and its source node."""
+    that dependency allowed, and its source node (-1: nothing in the trace precedes it)."""
     n = graph.n_nodes
     src = graph.sp_src.astype(np.int64)
     dst = graph.sp_dst
     ref = np.where(graph.sp_from_end, graph.measured_end[src], graph.measured_start[src])
     bound = ref + graph.sp_lag
     order = np.lexsort((bound, dst))
-    last = np.r_[dst[order][1:] != dst[order][:-1], True]
+    last = np.r_[dst[order][1:] != dst[order][:-1], True][: len(order)]
     best = order[last]
     until = np.full(n, np.iinfo(np.int64).min, np.int64)
     until[dst[best]] = bound[best]
-    has_anchor = graph.anchor > np.iinfo(np.int64).min // 4
-    until = np.where(has_anchor, np.maximum(until, graph.anchor), until)
     binding_src = np.full(n, -1, np.int64)
     binding_src[dst[best]] = src[best]
     kind = np.full(n, -1, np.int64)
     kind[dst[best]] = graph.sp_kind[best]
+    # GPU work with no launch in the trace (launched before the window) is anchored at its measured
+    # start: when the anchor binds, what it waited for is outside the trace.
+    has_anchor = graph.anchor > np.iinfo(np.int64).min // 4
+    launched = np.zeros(n, bool)
+    launched[dst[graph.sp_kind == EdgeKind.LAUNCH]] = True
+    gpu = np.isin(graph.node_type, [NodeType.GPU, NodeType.ARRIVE])
+    early = gpu & ~launched & has_anchor & (graph.anchor >= until)
+    until = np.where(has_anchor, np.maximum(until, graph.anchor), until)
     names = {
         int(EdgeKind.EVENT_WAIT): "event",
         int(EdgeKind.GRAPH): "event",
         int(EdgeKind.COLLECTIVE): "peer",
         int(EdgeKind.P2P): "peer",
+        int(EdgeKind.STREAM): "queued",  # its stream predecessor bound it: the work was queued
     }
     cause = [names.get(int(k), "host") for k in kind.tolist()]
+    for v in np.flatnonzero(early).tolist():
+        cause[v] = "before_window"
+        binding_src[v] = -1
     return cause, until, binding_src
 
 

@@ -35,13 +35,14 @@ from lumos_core.replay.breakdown import (
     gpu_activity,
     iteration_windows,
     window_breakdowns,
+    window_length,
 )
-from lumos_core.replay.intervals import coverage
+from lumos_core.replay.intervals import coverage, union
 from lumos_core.replay.kernels import CAT_COMM, CAT_COMPUTE, CAT_CPU, CAT_LAG, CAT_SYNC_WAIT, critical_walk
 from lumos_core.replay.outcome import Outcome, outcome_from
 from lumos_core.replay.simulate import simulate
 from lumos_core.replay.timeline import predicted_rank
-from lumos_core.trace.model import Job, RankTrace
+from lumos_core.trace.model import Job, Kind, RankTrace
 
 
 @dataclass
@@ -51,6 +52,10 @@ class IterationResult:
     replayed: Window
     measured_breakdown: Breakdown
     replayed_breakdown: Breakdown
+    # Of the exposed compute, the time only memory copies and sets ran (no kernel, no collective):
+    # their own slice, as HTA and the TensorBoard plugin report them apart.
+    measured_memory_ns: int = 0
+    replayed_memory_ns: int = 0
 
     @property
     def error_pct(self) -> float:
@@ -66,8 +71,8 @@ class IterationResult:
             "measured_start_us": self.measured.start / 1000,
             "replayed_start_us": self.replayed.start / 1000,
             "breakdown": {
-                "measured": self.measured_breakdown.as_us(),
-                "replayed": self.replayed_breakdown.as_us(),
+                "measured": {**self.measured_breakdown.as_us(), "memory_only_us": self.measured_memory_ns / 1000},
+                "replayed": {**self.replayed_breakdown.as_us(), "memory_only_us": self.replayed_memory_ns / 1000},
             },
         }
 
@@ -289,20 +294,29 @@ def _compare(measured: RankTrace, predicted: RankTrace) -> _Compared:
     gpu = gpu_activity(measured)
     has_gpu = bool(gpu.any())
     act, comm = activity_events(measured, gpu)
+    memory = np.isin(measured.kind[act], (Kind.MEMCPY, Kind.MEMSET)) & ~comm
     out = []
     for t in (measured, predicted):
         windows = iteration_windows(t, gpu)
         start = np.asarray(t.start)[act]
-        unions = activity_unions(start, start + np.asarray(t.dur)[act], comm)
+        end = start + np.asarray(t.dur)[act]
+        unions = activity_unions(start, end, comm)
+        not_memory = union(start[~memory], end[~memory])
+        memory_only = [
+            window_length(*unions.both, w.start, w.end) - window_length(*not_memory, w.start, w.end)
+            for w in windows
+        ]
         lo = min(w.start for w in windows) if windows else 0
         hi = max(w.end for w in windows) if windows else 0
         # GPU busy time: the union of all GPU work, which is the breakdown's activity on a rank
         # with GPU work (and nothing on a CPU-only one)
         busy_s, busy_e = unions.both if has_gpu else (act[:0], act[:0])
         busy = coverage(busy_s, busy_e, lo, max(hi, lo + 1), 1_000_000)
-        out.append((windows, window_breakdowns(unions, windows), busy))
-    (mw, m_bd, busy_m), (pw, p_bd, busy_p) = out
-    iterations = [IterationResult(a.name, a, b, m_bd[i], p_bd[i]) for i, (a, b) in enumerate(zip(mw, pw))]
+        out.append((windows, window_breakdowns(unions, windows), busy, memory_only))
+    (mw, m_bd, busy_m, m_mem), (pw, p_bd, busy_p, p_mem) = out
+    iterations = [
+        IterationResult(a.name, a, b, m_bd[i], p_bd[i], m_mem[i], p_mem[i]) for i, (a, b) in enumerate(zip(mw, pw))
+    ]
     return _Compared(RankResult(measured.rank, iterations, busy_m, busy_p), mw, pw, m_bd, p_bd)
 
 

@@ -59,7 +59,8 @@ from lumos_core.trace.model import (
 )
 
 # Bump when the parsed representation changes: old entries are then simply never looked up.
-LOADER_VERSION = "6"  # 5: one file per rank; cuda_sync args as columns; 6: sources/<key>.src per entry
+LOADER_VERSION = "7"  # 5: one file per rank; cuda_sync args as columns; 6: sources/<key>.src per entry;
+# 7: MTIA/XPU/PrivateUse1 categories are device work
 
 MAGIC = b"LUMOSRK\x05"
 _PREFIX = struct.Struct("<8sQ")

@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from lumos_core.trace.kineto_schema import rank_accelerator
 from lumos_core.trace.memory_summary import format_memory_report, memory_report
 from lumos_core.trace.model import GPU_ACTIVITY_KINDS, Job, Kind, RankTrace
 
@@ -45,7 +46,8 @@ def _rank_report(job: Job, t: RankTrace) -> dict[str, Any]:
         "rank": t.rank,
         "file": t.file,
         "rank_source": t.rank_source,
-        "device": t.device_name,
+        "device": t.device_name if t.device_name != "GPU" else rank_accelerator(t),
+        "device_type": rank_accelerator(t),
         "world_size": t.world_size,
         "events": len(t),
         "kernels": t.count(Kind.KERNEL),
@@ -117,13 +119,13 @@ def format_inspect(report: dict[str, Any]) -> str:
         )
     lines.append("")
     header = (
-        f"{'rank':>4}  {'device':<24} {'events':>8} {'kernels':>8} {'memcpy':>7} {'memset':>7} "
+        f"{'rank':>4}  {'type':<5} {'device':<24} {'events':>8} {'kernels':>8} {'memcpy':>7} {'memset':>7} "
         f"{'cpu ops':>8} {'runtime':>8} {'colls':>6} {'offset µs':>10}  file"
     )
     lines.append(header)
     for r in report["ranks"]:
         lines.append(
-            f"{r['rank']:>4}  {r['device'][:24]:<24} {r['events']:>8} {r['kernels']:>8} {r['memcpy']:>7} "
+            f"{r['rank']:>4}  {r['device_type'][:5]:<5} {r['device'][:24]:<24} {r['events']:>8} {r['kernels']:>8} {r['memcpy']:>7} "
             f"{r['memset']:>7} {r['cpu_ops']:>8} {r['runtime_calls']:>8} {r['collectives']:>6} "
             f"{r['clock_offset_us']:>10.1f}  {Path(r['file']).name}"
         )

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from lumos_core.trace.model import CollectiveKind, FlowKind, Kind
+from lumos_core.trace.model import CollectiveKind, FlowKind, Kind, RankTrace
 
 # Kineto category -> Kind. Legacy (PyTorch 1.8) names are capitalised.
 CATEGORY_KIND: dict[str, Kind] = {
@@ -24,6 +24,11 @@ CATEGORY_KIND: dict[str, Kind] = {
     "runtime": Kind.RUNTIME,
     "hip_runtime": Kind.RUNTIME,
     "xpu_runtime": Kind.RUNTIME,
+    "xpu_driver": Kind.RUNTIME,
+    "mtia_runtime": Kind.RUNTIME,  # MTIA host runtime (libkineto MTIA_RUNTIME)
+    "privateuse1_runtime": Kind.RUNTIME,  # custom backends (PrivateUse1)
+    "privateuse1_driver": Kind.RUNTIME,
+    "mtia_ccp_events": Kind.KERNEL,  # MTIA on-device activity (libkineto aliases it CONCURRENT_KERNEL)
     "kernel": Kind.KERNEL,
     "Kernel": Kind.KERNEL,
     "gpu_memcpy": Kind.MEMCPY,
@@ -33,6 +38,51 @@ CATEGORY_KIND: dict[str, Kind] = {
     "gpu_user_annotation": Kind.GPU_ANNOTATION,
     "cuda_sync": Kind.CUDA_SYNC,
 }
+
+# Which accelerator a trace was recorded on, from the categories of its events (first match wins
+# in ACCELERATOR_ORDER); ROCm traces often use the CUDA category names with hip* calls, so the
+# runtime call names and the device name are read too (:func:`accelerator_of`).
+ACCELERATOR_CATEGORIES: dict[str, str] = {
+    "mtia_ccp_events": "MTIA",
+    "mtia_runtime": "MTIA",
+    "mtia_insight": "MTIA",
+    "hip_runtime": "ROCm",
+    "xpu_runtime": "XPU",
+    "xpu_driver": "XPU",
+    "privateuse1_runtime": "PrivateUse1",
+    "privateuse1_driver": "PrivateUse1",
+    "cuda_runtime": "CUDA",
+    "cuda_driver": "CUDA",
+    "Runtime": "CUDA",  # PyTorch 1.8 legacy traces were CUDA only
+}
+ACCELERATOR_ORDER = ("MTIA", "ROCm", "XPU", "PrivateUse1", "CUDA")
+_AMD_DEVICE = re.compile(r"\b(AMD|Instinct|Radeon|MI\d{3}X?)\b", re.IGNORECASE)
+
+
+def accelerator_of(categories: set[str], runtime_names: set[str], device_name: str, has_device_work: bool) -> str:
+    """The accelerator type of one rank: MTIA, ROCm, XPU, PrivateUse1, CUDA, GPU (device work of
+    an unknown kind) or CPU (no device work and no accelerator runtime)."""
+    found = {ACCELERATOR_CATEGORIES[c] for c in categories if c in ACCELERATOR_CATEGORIES}
+    if any(n.startswith("hip") for n in runtime_names) or _AMD_DEVICE.search(device_name or ""):
+        found.discard("CUDA")
+        found.add("ROCm")
+    for kind in ACCELERATOR_ORDER:
+        if kind in found:
+            return kind
+    return "GPU" if has_device_work else "CPU"
+
+
+def rank_accelerator(t: RankTrace) -> str:
+    """:func:`accelerator_of` for one loaded rank (its categories, runtime calls, device name)."""
+    import numpy as np
+
+    cats = {t.strings[int(i)] for i in np.unique(t.cat)} if len(t.cat) else set()
+    names = {t.strings[int(i)] for i in np.unique(t.name[t.kind == Kind.RUNTIME])}
+    device = bool(np.isin(t.kind, (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET)).any())
+    props = t.metadata.get("deviceProperties") or []
+    dev_name = str(props[0].get("name", "")) if props and isinstance(props[0], dict) else ""
+    return accelerator_of(cats, names, dev_name, device)
+
 
 # Kinds that run on a GPU stream (their tid is the stream).
 GPU_LANE_KINDS = frozenset({Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET, Kind.GPU_ANNOTATION, Kind.CUDA_SYNC})
@@ -86,6 +136,7 @@ LAUNCH_CALLS = frozenset(
         "hipMemcpyDtoDAsync",
         "hipMemcpyHtoDAsync",
         "hipMemcpyDtoHAsync",
+        "runFunction - job_prep_and_submit_for_execution",  # MTIA (HTA's launch call for MTIA)
     }
 )
 
