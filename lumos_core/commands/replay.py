@@ -20,6 +20,7 @@ from lumos_core.errors import ConfigError
 from lumos_core.graph.build import build_graph
 from lumos_core.progress import scaled
 from lumos_core.replay.run import ReplayResult, parse_scale, replay
+from lumos_core.replay.stragglers import find_stragglers
 from lumos_core.trace.loader import load_job
 
 if TYPE_CHECKING:  # the hold-out and the idle attribution are imported when asked for
@@ -102,6 +103,7 @@ def run(args: argparse.Namespace) -> int:
         d["null_models"] = holdout.null_models_dict()
         d["stalls_kept"] = args.keep_stalls
         d["synthetic"] = job.is_synthetic
+        d["stragglers"] = find_stragglers(job).as_dict()
         if args.idle:
             from lumos_core.replay.idle import idle_attribution
 

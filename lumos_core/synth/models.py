@@ -123,6 +123,8 @@ class SynthConfig:
     seed: int = 0
     bucket_params: int = 40_000_000  # Megatron DDP's default gradient bucket size
     first_step: int = 1  # number of the first ProfilerStep#N
+    # ground truth for straggler detection: (rank, factor) pairs, that rank's kernels factor x longer
+    slow_ranks: tuple[tuple[int, float], ...] = ()
 
     def __post_init__(self) -> None:
         if self.microbatches == 0:
@@ -170,6 +172,13 @@ class SynthConfig:
         get_gpu(self.gpu)  # raises ConfigError for unknown GPUs
         if self.bucket_params < 1:
             raise ConfigError("bucket size must be >= 1 parameter")
+        for r, f in self.slow_ranks:
+            if not (0 <= r < self.world_size and f > 0):
+                raise ConfigError(f"--slow-rank {r}:{f}: the rank must be in 0-{self.world_size - 1}, the factor > 0")
+
+    def speed_factor(self, rank: int) -> float:
+        """How much longer ``rank``'s kernels run than its GPU's own speed gives (``--slow-rank``)."""
+        return next((float(f) for r, f in self.slow_ranks if r == rank), 1.0)
 
     # ---- rank layout (Megatron order tp-dp-pp: TP fastest) ----
     def coords(self, rank: int) -> tuple[int, int, int]:
@@ -182,6 +191,8 @@ class SynthConfig:
     # ---- JSON ----
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
+        if not self.slow_ranks:
+            del d["slow_ranks"]  # the usual job's JSON (and demo cache key) as before the option
         d["world_size"] = self.world_size
         return d
 
@@ -189,4 +200,5 @@ class SynthConfig:
     def from_json(cls, d: dict[str, Any]) -> SynthConfig:
         fields = {k: v for k, v in d.items() if k in cls.__dataclass_fields__}
         fields["model"] = ModelSpec(**fields["model"])
+        fields["slow_ranks"] = tuple(tuple(x) for x in fields.get("slow_ranks", ()))
         return cls(**fields)
