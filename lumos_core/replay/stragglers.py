@@ -15,8 +15,8 @@ on evidence that the job's own spread cannot explain; either of:
   members more often than not (sign test, same bound): a slow GPU nobody waits for is no straggler;
 * **repeated delays**: it arrives more than ``max(MIN_LATE_NS, REL_LATE x median iteration)`` late by
   its own doing (not a wait inherited from an earlier collective) at more collectives than the other
-  ranks' rate of such delays explains (binomial test, same bound, at least ``MIN_LATE_COUNT`` times),
-  and those delays add up to more per iteration than the job's own iteration spread (standard
+  ranks' rate of such delays explains (binomial test, same bound, ``MIN_LATE_COUNT`` = 2 times or
+  more), and those delays add up to more per iteration than the job's own iteration spread (standard
   deviation of the steady iterations) and than ``REL_LATE`` of the iteration.
 
 50 µs is above the clock alignment error between ranks and ordinary launch jitter. A rank without
@@ -55,7 +55,7 @@ ALPHA = 0.01
 MIN_Z = 3.5
 MIN_SCALE = 0.005  # the ranks' slowdowns are never assumed to agree closer than 0.5 %
 MIN_SAMPLES = 5  # arrivals before the arrival sign test is made
-MIN_LATE_COUNT = 3
+MIN_LATE_COUNT = 2  # one delay is a hiccup, never a pattern
 
 
 @dataclass
@@ -131,7 +131,7 @@ DEFINITION = (
     "flagged: its compute kernels are slower than the same kernels on its peers (robust z > 3.5 "
     "among the ranks, sign test p < 1 % / ranks, at least 1 %) and it arrives after the other "
     "members more often than not (sign test); or it arrives late by its own doing (> max(50 µs, 1 % "
-    "of the iteration)) more often than the other ranks do (binomial test, p < 1 % / ranks, 3 or "
+    "of the iteration)) more often than the other ranks do (binomial test, p < 1 % / ranks, 2 or "
     "more times) by more per iteration than the iterations' own spread"
 )
 
