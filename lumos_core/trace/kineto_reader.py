@@ -50,7 +50,7 @@ def read_trace_json(path: str | Path, notes: list[str] | None = None) -> Any:
         raise TraceError("file is empty", str(p))
     not_json = _not_json(data)
     if not_json:
-        raise TraceError(f"not a JSON (Kineto) trace: {not_json}", str(p))
+        raise TraceError(f"not valid JSON, so not a Kineto trace: {not_json}", str(p))
     try:
         return orjson.loads(data)
     except orjson.JSONDecodeError as exc:
