@@ -112,71 +112,96 @@ def arrivals(job: Job) -> Arrivals:
     return Arrivals(who, inst, late.astype(np.int64), own.astype(np.int64))
 
 
-def kernel_slowdowns(job: Job, peers: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def kernel_slowdowns(job: Job, peers: np.ndarray, families: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """Per rank index: how much longer its compute kernels ran than the same kernels (by name) on the
     other ranks (0.05: 5 % longer; NaN without kernels it shares with another rank), and the sign
-    test's p that its kernels are longer than the others' median more often than not.
+    test's p that its kernels are longer than that reference more often than not.
 
-    The reference is what the rank's own kernels would have taken at the other ranks' per-kernel
-    durations (each rank's median; of those the lower quartile, so that even several slow ranks
-    among few peers do not move it; every rank is compared the same way, so the small offset this
-    gives all of them cancels in the comparison between ranks), so ranks doing different work (pipeline stages, uneven optimizer shards)
-    compare only where they ran the same thing, and with their ``peers`` (a label per rank: in a
-    pipeline, the ranks of its stage, whose kernels of one name have the same shapes) when the rank
-    has any. Communication kernels are left out: their duration includes the wait for the last
-    member."""
-    per_rank: list[dict[str, tuple[float, int, np.ndarray]]] = []
-    for t in job.ranks:
-        fam = event_families(t)
+    The reference is what the rank's own kernels would have taken at the other ranks' durations:
+    per kernel name, each rank's median, and of the other ranks' medians the lower quartile, so that
+    even several slow ranks among few peers do not move it (every rank is compared the same way, so
+    the small offset this gives all of them cancels between ranks). Ranks doing different work
+    (pipeline stages, uneven optimizer shards) compare only where they ran the same thing, and with
+    their ``peers`` (a label per rank: in a pipeline, the ranks of its stage, whose kernels of one
+    name have the same shapes) when the rank has any. Communication kernels are left out: their
+    duration includes the wait for the last member. ``families``: :func:`event_families` per rank."""
+    n_ranks = len(job.ranks)
+    gid_of: dict[str, int] = {}
+    rows_r, rows_g, rows_med, rows_n = [], [], [], []
+    events: list[tuple[np.ndarray, np.ndarray]] = []  # per rank: (row of its (rank, name), duration)
+    first_row = 0
+    for ri, t in enumerate(job.ranks):
+        fam = families[ri]
         sel = np.flatnonzero((t.kind == Kind.KERNEL) & ((fam < Family.NCCL_ALL_REDUCE) | (fam > Family.NCCL_OTHER)))
-        mine: dict[str, tuple[float, int, np.ndarray]] = {}
-        if len(sel):
-            names = t.name[sel]
-            order = np.argsort(names, kind="stable")
-            names, durs = names[order], t.dur[sel][order].astype(float)
-            heads = np.flatnonzero(np.r_[True, names[1:] != names[:-1]])
-            for lo, hi in zip(heads.tolist(), [*heads[1:].tolist(), len(names)]):
-                d = durs[lo:hi]
-                mine[t.strings[int(names[lo])]] = (float(np.median(d)), hi - lo, d)
-        per_rank.append(mine)
-    by_name: dict[tuple[str, int], list[float]] = {}
-    for ri, mine in enumerate(per_rank):
-        for name, (med, _n, _d) in mine.items():
-            by_name.setdefault((name, int(peers[ri])), []).append(med)
-            by_name.setdefault((name, -1), []).append(med)
+        uniq, inv = np.unique(t.name[sel], return_inverse=True)
+        gids = np.asarray([gid_of.setdefault(t.strings[int(u)], len(gid_of)) for u in uniq.tolist()], np.int64)
+        d = t.dur[sel].astype(float)
+        order = np.lexsort((d, inv))
+        counts = np.bincount(inv, minlength=len(uniq))
+        lo = np.r_[0, np.cumsum(counts)[:-1]]
+        ds = d[order]
+        med = (ds[lo + (counts - 1) // 2] + ds[lo + counts // 2]) / 2 if len(uniq) else np.zeros(0)
+        rows_r.append(np.full(len(uniq), ri, np.int64))
+        rows_g.append(gids)
+        rows_med.append(med)
+        rows_n.append(counts)
+        events.append((first_row + inv, d))
+        first_row += len(uniq)
+    slow = np.full(n_ranks, np.nan)
+    p = np.ones(n_ranks)
+    if first_row == 0:
+        return slow, p
+    r, g = np.concatenate(rows_r), np.concatenate(rows_g)
+    med, n = np.concatenate(rows_med), np.concatenate(rows_n)
     alone = np.bincount(peers, minlength=int(peers.max(initial=0)) + 1)[peers] < 2
-    slow = np.full(len(job.ranks), np.nan)
-    p = np.ones(len(job.ranks))
-    for ri, mine in enumerate(per_rank):
-        own = ref = 0.0
-        above = total = 0
-        for name, (med, n, d) in mine.items():
-            meds = by_name[(name, -1 if alone[ri] else int(peers[ri]))]
-            if len(meds) < 2:
-                continue
-            others = list(meds)
-            others.remove(med)
-            r = float(np.quantile(others, REFERENCE_QUANTILE, method="lower"))
-            own += med * n
-            ref += r * n
-            above += int((d > r).sum())
-            total += int((d != r).sum())
-        if ref > 0:
-            slow[ri] = own / ref - 1.0
-            p[ri] = binomial_tail(above, total, 0.5)
+    group = np.where(alone[r], -1, peers[r]) * (len(gid_of) + 1) + g  # (peer set, name); -1: every rank
+    ref = quantile_of_others(group, med, REFERENCE_QUANTILE)
+    ok = ~np.isnan(ref)
+    own_t = np.bincount(r[ok], weights=(med * n)[ok], minlength=n_ranks)
+    ref_t = np.bincount(r[ok], weights=(ref * n)[ok], minlength=n_ranks)
+    for ri, (row, d) in enumerate(events):
+        re = ref[row]
+        has = ~np.isnan(re)
+        if ref_t[ri] > 0:
+            slow[ri] = own_t[ri] / ref_t[ri] - 1.0
+            p[ri] = binomial_tail(int((d[has] > re[has]).sum()), int((d[has] != re[has]).sum()), 0.5)
     return slow, p
 
 
-def compute_per_iteration(job: Job) -> np.ndarray:
+def quantile_of_others(group: np.ndarray, value: np.ndarray, q: float) -> np.ndarray:
+    """Per row: the ``q`` quantile (the lower one, as numpy's ``method="lower"``) of ``value`` over the
+    *other* rows of its group; NaN for a row alone in its group. Leaving out the row at sorted
+    position ``i`` of ``c`` puts that quantile at position ``k = floor(q (c - 2))`` of the rest, which
+    is ``k`` or ``k + 1`` of the group."""
+    out = np.full(len(group), np.nan)
+    if len(group) == 0:
+        return out
+    order = np.lexsort((value, group))
+    gs, vs = group[order], value[order].astype(float)
+    heads = np.flatnonzero(np.r_[True, gs[1:] != gs[:-1]])
+    counts = np.diff(np.r_[heads, len(gs)])
+    seg = np.repeat(np.arange(len(heads)), counts)
+    pos = np.arange(len(gs)) - heads[seg]
+    c = counts[seg]
+    k = np.floor(q * (c - 2)).astype(np.int64)
+    pick = heads[seg] + k + (k >= pos)
+    ok = c >= 2
+    res = np.full(len(gs), np.nan)
+    res[ok] = vs[pick[ok]]
+    out[order] = res
+    return out
+
+
+def compute_per_iteration(job: Job, families: list[np.ndarray]) -> np.ndarray:
     """Per rank index: GPU time of compute kernels (communication left out) per steady iteration,
-    in ns; NaN for a rank without iterations."""
+    in ns; NaN for a rank without iterations. ``families``: :func:`event_families` per rank."""
     out = np.full(len(job.ranks), np.nan)
     gpu = np.asarray(GPU_ACTIVITY_KINDS, np.int8)
     for ri, t in enumerate(job.ranks):
         wins = steady_windows(t) if t.iterations else []
         if not wins:
             continue
-        fam = event_families(t)
+        fam = families[ri]
         nccl = (fam >= Family.NCCL_ALL_REDUCE) & (fam <= Family.NCCL_OTHER)
         inside = (t.start >= wins[0].start) & (t.start < wins[-1].end)
         sel = np.isin(t.kind, gpu) & ~nccl & inside
@@ -192,13 +217,11 @@ def binomial_tail(k: int, n: int, p: float) -> float:
         return 0.0
     if p >= 1.0:
         return 1.0
-    lp, lq = math.log(p), math.log1p(-p)
-    terms = [
-        math.lgamma(n + 1) - math.lgamma(i + 1) - math.lgamma(n - i + 1) + i * lp + (n - i) * lq
-        for i in range(k, n + 1)
-    ]
-    top = max(terms)
-    return min(1.0, math.exp(top) * sum(math.exp(x - top) for x in terms))
+    i = np.arange(k, n + 1)
+    log_fact = np.r_[0.0, np.cumsum(np.log(np.arange(1, n + 1)))]  # log(m!) for m = 0..n
+    terms = log_fact[n] - log_fact[i] - log_fact[n - i] + i * math.log(p) + (n - i) * math.log1p(-p)
+    top = float(terms.max())
+    return min(1.0, math.exp(top) * float(np.exp(terms - top).sum()))
 
 
 def robust_scale(x: np.ndarray) -> float:

@@ -47,6 +47,7 @@ from lumos_core.replay.straggler_evidence import (
     kernel_slowdowns,
     robust_scale,
 )
+from lumos_core.trace.kernel_families import event_families
 from lumos_core.trace.model import CollectiveKind, Job
 
 MIN_LATE_NS = 50_000
@@ -55,6 +56,7 @@ ALPHA = 0.01
 MIN_Z = 3.5
 MIN_SCALE = 0.005  # the ranks' slowdowns are never assumed to agree closer than 0.5 %
 MIN_SAMPLES = 5  # arrivals before the arrival sign test is made
+_NONE = np.zeros(0, np.int64)
 MIN_LATE_COUNT = 2  # one delay is a hiccup, never a pattern
 
 
@@ -211,12 +213,17 @@ def find_stragglers(job: Job, worst_per_rank: int = 5) -> StragglerReport:
     max_late = np.zeros(n_ranks, np.int64)
     if len(a.who):
         np.maximum.at(max_late, a.who, a.own)
-    slow, z, p_kernel, p_arrive = _slowdowns(job, a, peers)
+    families = [event_families(t) for t in job.ranks]
+    slow, z, p_kernel, p_arrive = _slowdowns(job, a, peers, families)
     p_sign = np.maximum(p_kernel, p_arrive)
-    compute = compute_per_iteration(job)
+    compute = compute_per_iteration(job, families)
+    rows = np.flatnonzero(is_late)
+    rows = rows[np.argsort(a.who[rows], kind="stable")]
+    heads = np.flatnonzero(np.r_[True, a.who[rows][1:] != a.who[rows][:-1]]) if len(rows) else rows
+    late_rows = {int(a.who[rows[h]]): part for h, part in zip(heads.tolist(), np.split(rows, heads[1:]))}
     out = []
     for ri, t in enumerate(job.ranks):
-        mine = np.flatnonzero((a.who == ri) & is_late)
+        mine = late_rows.get(ri, _NONE)
         others_n = len(a.who) - n_coll[ri]
         p0 = (int(is_late.sum()) - n_late[ri] + 1) / (others_n + 2)
         p_late = binomial_tail(int(n_late[ri]), int(n_coll[ri]), p0) if n_coll[ri] else 1.0
@@ -256,12 +263,14 @@ def find_stragglers(job: Job, worst_per_rank: int = 5) -> StragglerReport:
     return StragglerReport(threshold, med_iter, out, spread)
 
 
-def _slowdowns(job: Job, a: Any, peers: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def _slowdowns(
+    job: Job, a: Any, peers: np.ndarray, families: list[np.ndarray]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Per rank: how much slower its kernels are than the same kernels elsewhere, the robust z-score
     of that among the ranks, the kernel sign test's p, and the arrival sign test's p (later than the
     other members' median more often than not)."""
     n_ranks = len(job.ranks)
-    slow, p_kernel = kernel_slowdowns(job, peers)
+    slow, p_kernel = kernel_slowdowns(job, peers, families)
     z = np.full(n_ranks, np.nan)
     known = np.flatnonzero(~np.isnan(slow))
     if len(known) >= 4:
@@ -269,10 +278,11 @@ def _slowdowns(job: Job, a: Any, peers: np.ndarray) -> tuple[np.ndarray, np.ndar
             rest = slow[known[known != ri]]
             z[ri] = (slow[ri] - float(np.median(rest))) / max(robust_scale(rest), MIN_SCALE)
     p_arrive = np.ones(n_ranks)
-    for ri in range(n_ranks):
-        late = a.late[a.who == ri]
-        if len(late) >= MIN_SAMPLES:
-            p_arrive[ri] = binomial_tail(int((late > 0).sum()), int((late != 0).sum()), 0.5)
+    n = np.bincount(a.who, minlength=n_ranks)
+    after = np.bincount(a.who[a.late > 0], minlength=n_ranks)
+    moved = np.bincount(a.who[a.late != 0], minlength=n_ranks)
+    for ri in np.flatnonzero(n >= MIN_SAMPLES).tolist():
+        p_arrive[ri] = binomial_tail(int(after[ri]), int(moved[ri]), 0.5)
     return slow, z, p_kernel, p_arrive
 
 
