@@ -89,7 +89,7 @@ def diff_nodes(d: dict[str, Any]) -> list[DiffNode]:
     top_pool = (
         [(f"family · {n.tooltip}", n) for n in fams]
         + [(f"collective · {n.label}", n) for n in colls]
-        + [(f"kernel · {n.label}", n) for n in kernels]
+        + [(f"{'kernel' if d.get('gpu', True) else 'op'} · {n.label}", n) for n in kernels]
     )
     top_pool.sort(key=lambda x: (x[1].within_noise, -abs(x[1].delta_us or 0.0)))
     top = []

@@ -215,6 +215,7 @@ class JobDiff:
         delta = self.b.summary.iteration_us - self.a.summary.iteration_us
         return {
             "definition": SUMMARY_DEFINITION,
+            "gpu": self.a.summary.gpu,  # kernels are GPU activities (else CPU operators by self time)
             "a": side(self.a),
             "b": side(self.b),
             "iteration_delta_us": round(delta, 3),

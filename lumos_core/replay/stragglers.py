@@ -342,7 +342,7 @@ def _reason(
         cause = (
             f"compute: {extra / 1e6:+.2f} ms of GPU kernels per iteration beside its peers"
             if rl.cause == "compute"
-            else "host: GPU compute as its peers'"
+            else "host side (its GPU work is as its peers')"
         )
         return (
             f"{cause}; late at {rl.n_late} of {rl.n_collectives} collectives by "
