@@ -81,7 +81,7 @@ class StragglerPane(QWidget):
         self.table = TablePane(
             "stragglers",
             [
-                Column("reason (double-click: go to the rank)", lambda r: r.reason),
+                Column("reason (double-click: go to the rank)", lambda r: r.reason, max_px=300),
                 Column("rank", lambda r: r.rank, numeric=True),
                 Column("straggler", lambda r: r.flagged, tooltip="flagged on significant evidence"),
                 Column(
@@ -110,6 +110,7 @@ class StragglerPane(QWidget):
             ],
             StragglerRow,
         )
+        self.table.wrap_rows = True  # the reason is read first: whole, wrapped
         self.table.view.doubleClicked.connect(self._on_double_click)
         note_above_tables(self, self.note, self.table)
 

@@ -83,6 +83,7 @@ class RankLateness:
     slowdown: float = float("nan")  # median excess of its own work between collectives (0.05: 5 %)
     z: float = float("nan")  # robust z-score of the slowdown among the ranks
     p_value: float = 1.0  # the smaller of the two tests' (before Bonferroni)
+    p_late: float = 1.0  # the repeated-delay test's alone
     cause: str = ""  # "compute", "host" or "" (not flagged)
     reason: str = ""  # how late, where, compute or host; or why it is not flagged
 
@@ -251,6 +252,7 @@ def find_stragglers(job: Job, worst_per_rank: int = 5) -> StragglerReport:
             slowdown=float(slow[ri]),
             z=float(z[ri]),
             p_value=float(min(p_sign[ri], p_late)),
+            p_late=float(p_late),
         )
         extra = 0.0
         if persistent:
@@ -354,7 +356,7 @@ def _reason(
     if rl.n_late:
         return (
             f"not a straggler: late at {rl.n_late} of {rl.n_collectives} collectives, within what "
-            f"the other ranks show (p {rl.p_value:.2g}, needs < {bound:.2g} and more per iteration "
+            f"the other ranks show (p {rl.p_late:.2g}, needs < {bound:.2g} and more per iteration "
             "than the iteration spread)"
         )
     return ""
