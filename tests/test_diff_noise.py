@@ -94,3 +94,41 @@ def test_nanogpt_with_itself_is_all_within_its_spread() -> None:
     assert d["noise"]["spread_us"] > 100  # real steps vary (41 ms steps, ms of spread)
     assert d["iteration_within_noise"] and all(r["within_noise"] for r in d["families"])
     assert not any("Region: 5" in r["name"] for r in d["cpu_ops"])
+
+
+@needs_shared
+def test_nanogpt_recompiled_with_renumbered_regions_is_no_change(tmp_path: Path) -> None:
+    """Two ranks of the real nanoGPT job against the same traces as a recompile writes them: every
+    torch.compile region renumbered (5/0 -> 8/0), every Triton kernel index shifted, every
+    CompiledFxGraph hash new. Nothing may appear or vanish, and no row may change."""
+    import gzip
+    import re
+
+    import orjson
+
+    files = sorted(shared("h100-nanogpt-8rank").glob("*rank[01]-*.json.gz"))
+    assert len(files) == 2
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    region = re.compile(r"(Torch-Compiled Region: )(\d+)/")
+    triton = re.compile(r"^(triton_\w+?_)(\d+)$")
+    graph = re.compile(r"(CompiledFxGraph )(\w+)")
+    renamed = 0
+    for f in files:
+        (tmp_path / "a" / f.name).symlink_to(f)
+        doc = orjson.loads(gzip.decompress(f.read_bytes()))
+        for e in doc["traceEvents"]:
+            name = e.get("name")
+            if isinstance(name, str):
+                new = region.sub(lambda m: f"{m.group(1)}{int(m.group(2)) + 3}/", name)
+                new = triton.sub(lambda m: f"{m.group(1)}{int(m.group(2)) + 7}", new)
+                new = graph.sub(lambda m: f"{m.group(1)}{m.group(2)[::-1]}", new)
+                renamed += new != name
+                e["name"] = new
+        (tmp_path / "b" / f.name).write_bytes(gzip.compress(orjson.dumps(doc), compresslevel=1))
+    assert renamed > 1000
+    a = load_job(tmp_path / "a", use_cache=False, workers=1)
+    b = load_job(tmp_path / "b", use_cache=False, workers=1)
+    d = diff_jobs(a, b).as_dict()
+    assert d["appeared"] == d["vanished"] == 0
+    assert all(r["delta_us"] == 0 for r in d["kernels"] + d["cpu_ops"])
