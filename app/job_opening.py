@@ -37,6 +37,9 @@ if TYPE_CHECKING:
     from app.whatif.workbench import WhatIfWorkbench
 
 
+DROP_HINT = "Drop to open this job; hold Shift (or drop on the Diff pane) to compare it with the open one"
+
+
 def error_html(message: str) -> str:
     """``message`` as the banner's rich text: <, > and & escaped, quotes left alone (the label shows
     text without a tag as plain text, where an escaped quote reads "&#x27;"), inside a tag so the
@@ -282,6 +285,8 @@ class JobOpening:
     def dragEnterEvent(self, ev: QDragEnterEvent) -> None:
         if ev.mimeData().hasUrls() and all(u.isLocalFile() for u in ev.mimeData().urls()):
             ev.acceptProposedAction()
+            if getattr(self, "loaded", None) is not None:
+                self.statusBar().showMessage(DROP_HINT, 4000)  # type: ignore[attr-defined]
 
     def dropEvent(self, ev: QDropEvent) -> None:
         paths = [Path(u.toLocalFile()) for u in ev.mimeData().urls() if u.isLocalFile()]
