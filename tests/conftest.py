@@ -40,7 +40,11 @@ def _traces_folder(option: str | None = None) -> Path:
 
 
 def _needs_shared(folder: Path) -> pytest.MarkDecorator:
-    where = "chosen with --traces or LUMOS_TRACES" if folder != DEFAULT_TRACES.resolve() else "../shared is absent"
+    where = (
+        "chosen with --traces or LUMOS_TRACES"
+        if folder != DEFAULT_TRACES.resolve()
+        else "../shared is absent"
+    )
     return pytest.mark.skipif(
         not folder.is_dir(),
         reason=f"real traces not available: {folder} does not exist ({where}); "

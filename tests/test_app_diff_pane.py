@@ -45,7 +45,9 @@ def test_the_tree_puts_the_answer_first(pair) -> None:
     assert keys == sorted(keys)
     assert top[0].label.startswith("family · GEMM")  # the GEMMs grew most
     breakdown = nodes[1].children
-    assert breakdown[0].label == "iteration" and breakdown[0].delta_us == pytest.approx(pair["iteration_delta_us"])
+    assert breakdown[0].label == "iteration" and breakdown[0].delta_us == pytest.approx(
+        pair["iteration_delta_us"]
+    )
     families = nodes[2].children
     assert sum(len(f.children) for f in families) == len(pair["kernels"])  # every kernel under its family
     assert all(not f.expanded for f in families)  # collapsed
@@ -71,7 +73,9 @@ def test_pane_columns_are_fixed_and_the_name_elides(qtbot, pair) -> None:
     flags = Qt.MatchFlag.MatchStartsWith | Qt.MatchFlag.MatchRecursive
     item = next(i for i in tree.findItems("aten::mm", flags) if i.parent() is not None and "[[" in i.text(0))
     assert item.toolTip(0).startswith(item.text(0).split(" [new")[0])  # the whole name in the tooltip
-    assert [tree.topLevelItem(i).text(0).split(" (")[0].split(":")[0] for i in range(tree.topLevelItemCount())] == GROUPS
+    assert [
+        tree.topLevelItem(i).text(0).split(" (")[0].split(":")[0] for i in range(tree.topLevelItemCount())
+    ] == GROUPS
 
 
 def test_changes_within_the_spread_are_greyed_and_the_spread_printed(qtbot) -> None:
@@ -136,7 +140,9 @@ def test_a_folder_dropped_with_shift_is_compared_with_the_open_job(qtbot) -> Non
             QApplication.processEvents()
             time.sleep(0.005)
         assert mc.diff is not None and mc.diff.differing_knobs == {"layers": [4, 8]}
-        assert w.loaded is not None and Path(w.loaded.job.path).name == "base"  # still open: compared, not opened
+        assert (
+            w.loaded is not None and Path(w.loaded.job.path).name == "base"
+        )  # still open: compared, not opened
         assert mc.dock.isVisible() and mc.pane.tree.topLevelItemCount() >= 4
         _drop(w, CPU_GPT / "layers8", shift=False)  # a plain drop opens it
         wait_loaded(w)

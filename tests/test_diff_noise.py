@@ -21,13 +21,19 @@ from lumos_core.trace.loader import load_job
         ("Torch-Compiled Region: 5/0", "Torch-Compiled Region: #/#"),
         ("Torch-Compiled Region: 12/3", "Torch-Compiled Region: #/#"),
         ("CompiledFunction 5/0", "CompiledFunction #/#"),
-        ("## Call CompiledFxGraph fmjx4tvj25tlcyxxmna3xt44w27tefxwu7od5452pxewt4uhxb2u ##", "## Call CompiledFxGraph # ##"),
+        (
+            "## Call CompiledFxGraph fmjx4tvj25tlcyxxmna3xt44w27tefxwu7od5452pxewt4uhxb2u ##",
+            "## Call CompiledFxGraph # ##",
+        ),
         ("triton_poi_fused__to_copy_t_8", "triton_poi_fused__to_copy_t_#"),
         ("triton_red_fused_sum_12.kd", "triton_red_fused_sum_#.kd"),
         # not torch.compile's numbers: kept
         ("aten::mm", "aten::mm"),
         ("ampere_sgemm_128x64_tn", "ampere_sgemm_128x64_tn"),
-        ("ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)", "ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)"),
+        (
+            "ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)",
+            "ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)",
+        ),
         ("CompiledFunctionBackward", "CompiledFunctionBackward"),
     ],
 )
@@ -53,8 +59,12 @@ def _job(folder: Path, region: str, triton: str, its_us: list[float], extra_us: 
 
 def test_a_recompiled_job_with_renumbered_regions_shows_no_change(tmp_path: Path) -> None:
     its = [2000.0, 2100.0, 1900.0, 2000.0, 2000.0]
-    a = load_job(_job(tmp_path / "a", "Torch-Compiled Region: 5/0", "triton_poi_fused_add_3", its), use_cache=False)
-    b = load_job(_job(tmp_path / "b", "Torch-Compiled Region: 8/0", "triton_poi_fused_add_7", its), use_cache=False)
+    a = load_job(
+        _job(tmp_path / "a", "Torch-Compiled Region: 5/0", "triton_poi_fused_add_3", its), use_cache=False
+    )
+    b = load_job(
+        _job(tmp_path / "b", "Torch-Compiled Region: 8/0", "triton_poi_fused_add_7", its), use_cache=False
+    )
     d = diff_jobs(a, b).as_dict()
     assert d["appeared"] == d["vanished"] == 0
     assert all(r["status"] == "both" and r["delta_us"] == 0 for r in d["kernels"])

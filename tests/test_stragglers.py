@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
 import orjson
+import pytest
 from conftest import needs_shared, shared
 from straggler_job import write_straggler_job
 
@@ -109,11 +109,21 @@ def test_cli_synth_slow_rank_and_replay_json_has_stragglers(tmp_path: Path) -> N
     done = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=300)
     assert done.returncode == 0, done.stderr
     assert "rank 6 slowed x1.05" in done.stdout
-    bad = subprocess.run([*cmd[:4], str(tmp_path / "x"), "--slow-rank", "99:1.05"], capture_output=True,
-                         text=True, cwd=REPO, timeout=300)
+    bad = subprocess.run(
+        [*cmd[:4], str(tmp_path / "x"), "--slow-rank", "99:1.05"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=300,
+    )
     assert bad.returncode != 0 and "Traceback" not in bad.stderr and "--slow-rank" in bad.stderr
-    rep = subprocess.run([sys.executable, "-m", "lumos_core", "replay", str(out), "--json", "-q"],
-                         capture_output=True, text=True, cwd=REPO, timeout=300)
+    rep = subprocess.run(
+        [sys.executable, "-m", "lumos_core", "replay", str(out), "--json", "-q"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=300,
+    )
     assert rep.returncode == 0, rep.stderr
     s = orjson.loads(rep.stdout)["stragglers"]
     assert s["flagged"] == [6]
@@ -130,7 +140,9 @@ def test_real_traces_flag_no_punctual_rank() -> None:
     no rank is late often enough to be told from chance."""
     nano = find_stragglers(load_job(shared("h100-nanogpt-8rank")))
     assert [r.rank for r in nano.flagged] == [1]
-    assert nano.flagged[0].cause in ("compute", "host") and nano.flagged[0].reason.startswith(nano.flagged[0].cause)
+    assert nano.flagged[0].cause in ("compute", "host") and nano.flagged[0].reason.startswith(
+        nano.flagged[0].cause
+    )
     for r in nano.ranks:
         if r.rank in (5, 7):
             assert not r.flagged

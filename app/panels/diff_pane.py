@@ -95,8 +95,19 @@ def diff_nodes(d: dict[str, Any]) -> list[DiffNode]:
     top = []
     for label, n in top_pool[:TOP_CHANGES]:
         if n.delta_us:
-            top.append(DiffNode(label, n.a_us, n.b_us, n.delta_us, n.pct, n.note, n.within_noise, n.search,
-                                n.tooltip if n.tooltip != n.label else label))
+            top.append(
+                DiffNode(
+                    label,
+                    n.a_us,
+                    n.b_us,
+                    n.delta_us,
+                    n.pct,
+                    n.note,
+                    n.within_noise,
+                    n.search,
+                    n.tooltip if n.tooltip != n.label else label,
+                )
+            )
     a, b = d["a"], d["b"]
     it = {
         "a_us": a["iteration_us"],
@@ -107,8 +118,12 @@ def diff_nodes(d: dict[str, Any]) -> list[DiffNode]:
     }
     breakdown = [_row("iteration", it)]
     for k, dk in d["breakdown_delta_us"].items():
-        part = {"a_us": a["breakdown"][k], "b_us": b["breakdown"][k], "delta_us": dk,
-                "within_noise": d["breakdown_within_noise"][k]}
+        part = {
+            "a_us": a["breakdown"][k],
+            "b_us": b["breakdown"][k],
+            "delta_us": dk,
+            "within_noise": d["breakdown_within_noise"][k],
+        }
         breakdown.append(_row("  " + k[:-3].replace("_", " "), part))
     ranks = []
     for r in d["ranks"]:
@@ -121,7 +136,9 @@ def diff_nodes(d: dict[str, Any]) -> list[DiffNode]:
     groups = [
         DiffNode("Top changes" + ("" if top else ": none"), children=top, expanded=True),
         DiffNode("Breakdown", children=breakdown, expanded=True, tooltip=BREAKDOWN_TIP),
-        DiffNode(f"Families ({len(fams)})", children=fams, expanded=True, tooltip="kernels under each family"),
+        DiffNode(
+            f"Families ({len(fams)})", children=fams, expanded=True, tooltip="kernels under each family"
+        ),
         DiffNode(f"Collectives ({len(colls)} kinds)", children=colls, expanded=True),
         DiffNode(f"Per rank ({len(ranks)})", children=ranks),
         DiffNode(f"CPU operators ({len(ops)})", children=ops),
@@ -220,7 +237,10 @@ class DiffPane(QWidget):
             grey = QBrush(NOISE_GREY)
             for c in range(len(COLUMNS)):
                 item.setForeground(c, grey)
-                item.setToolTip(c, f"{node.tooltip or node.label}\nwithin noise: smaller than the runs' own iteration spread")
+                item.setToolTip(
+                    c,
+                    f"{node.tooltip or node.label}\nwithin noise: smaller than the runs' own iteration spread",
+                )
         for child in node.children:
             item.addChild(self._item(child))
         return item

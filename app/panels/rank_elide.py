@@ -40,7 +40,9 @@ def elide_keeping_rank(text: str, fm: QFontMetrics, width: int) -> str:
 class KeepRankDelegate(QStyledItemDelegate):
     """Draws its column's text with :func:`elide_keeping_rank`; the tooltip keeps the whole name."""
 
-    def paint(self, painter: QPainter, option: QStyleOptionViewItem, index: QModelIndex | QPersistentModelIndex) -> None:
+    def paint(
+        self, painter: QPainter, option: QStyleOptionViewItem, index: QModelIndex | QPersistentModelIndex
+    ) -> None:
         opt = QStyleOptionViewItem(option)
         self.initStyleOption(opt, index)
         style = opt.widget.style() if opt.widget is not None else QApplication.style()

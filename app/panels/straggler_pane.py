@@ -98,7 +98,13 @@ class StragglerPane(QWidget):
                 ),
                 Column("mean late (µs)", lambda r: r.mean_late_ns, ns_as_us, "after the other members", True),
                 Column("max late (µs)", lambda r: r.max_late_ns, ns_as_us, "after the other members", True),
-                Column("p", lambda r: r.p_value, lambda v: f"{v:.2g}", "the tests' p value (before Bonferroni)", True),
+                Column(
+                    "p",
+                    lambda r: r.p_value,
+                    lambda v: f"{v:.2g}",
+                    "the tests' p value (before Bonferroni)",
+                    True,
+                ),
                 Column(
                     "iteration excess (µs)",
                     lambda r: r.iteration_late_ns,

@@ -154,12 +154,20 @@ class MeasuredCompare(QObject):
         win = self.dock.parentWidget()
         if isinstance(win, QMainWindow) and not self.dock.isFloating():
             details = win.findChild(QDockWidget, "DetailsDock")  # shares its place, in a tab
-            if details is not None and details.isVisible() and self.dock not in win.tabifiedDockWidgets(details):
-                if win.dockWidgetArea(details) == win.dockWidgetArea(self.dock):
-                    win.tabifyDockWidget(details, self.dock)
-                    self.dock.raise_()
-            win.resizeDocks([self.dock], [max(self.dock.width(), win.width() // 2)], Qt.Orientation.Horizontal)
-            win.resizeDocks([self.dock], [max(self.dock.height(), win.height() * 2 // 3)], Qt.Orientation.Vertical)
+            if (
+                details is not None
+                and details.isVisible()
+                and self.dock not in win.tabifiedDockWidgets(details)
+                and win.dockWidgetArea(details) == win.dockWidgetArea(self.dock)
+            ):
+                win.tabifyDockWidget(details, self.dock)
+                self.dock.raise_()
+            win.resizeDocks(
+                [self.dock], [max(self.dock.width(), win.width() // 2)], Qt.Orientation.Horizontal
+            )
+            win.resizeDocks(
+                [self.dock], [max(self.dock.height(), win.height() * 2 // 3)], Qt.Orientation.Vertical
+            )
 
     # ---------------------------------------------------------------- drawing
     def _draw(self) -> None:

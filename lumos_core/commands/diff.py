@@ -150,7 +150,9 @@ def format_diff(d: JobDiff, limit: int = 15) -> str:
     for r in j["kernels"][:limit]:
         tag = {"both": "", "appeared": " [appeared]", "vanished": " [vanished]"}[r["status"]]
         mark = "~" if r["within_noise"] else " "
-        lines.append(f"  {_ms(r['a_us'])} {_ms(r['b_us'])} {_ms(r['delta_us'])} {mark} {_short(r['kernel'])}{tag}")
+        lines.append(
+            f"  {_ms(r['a_us'])} {_ms(r['b_us'])} {_ms(r['delta_us'])} {mark} {_short(r['kernel'])}{tag}"
+        )
     lines += ["", "CPU operators (inclusive time, ms per iteration):"]
     for r in j["cpu_ops"][:limit]:
         lines.append(

@@ -170,8 +170,7 @@ def run(args: argparse.Namespace) -> int:
     print(
         f"  TP{cfg.tp} x PP{cfg.pp} x DP{cfg.dp} = {cfg.world_size} {cfg.gpu} GPUs on {nodes} node(s); "
         f"{cfg.schedule}, {cfg.microbatches} microbatches of {cfg.micro_batch}, {cfg.iterations} iterations, "
-        f"seed {cfg.seed}"
-        + "".join(f"; rank {r} slowed x{f:g}" for r, f in cfg.slow_ranks)
+        f"seed {cfg.seed}" + "".join(f"; rank {r} slowed x{f:g}" for r, f in cfg.slow_ranks)
     )
     print(
         f"  {result.n_events:,} events ({result.n_tasks:,} tasks, {result.n_gpu:,} GPU activities), "

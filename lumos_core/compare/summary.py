@@ -77,8 +77,12 @@ class Spread:
 
     def as_dict(self) -> dict[str, Any]:
         std = round(self.std_us, 3) if self.std_us is not None else None
-        return {"std_us": std, "iterations": self.n_iterations, "min_us": round(self.min_us, 3),
-                "max_us": round(self.max_us, 3)}
+        return {
+            "std_us": std,
+            "iterations": self.n_iterations,
+            "min_us": round(self.min_us, 3),
+            "max_us": round(self.max_us, 3),
+        }
 
 
 @dataclass

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from lumos_core.replay.breakdown import steady_windows
-from lumos_core.trace.kernel_families import Family, event_families
+from lumos_core.trace.kernel_families import Family
 from lumos_core.trace.model import GPU_ACTIVITY_KINDS, CollectiveKind, Job, Kind
 
 _P2P = [int(k) for k in CollectiveKind if k.is_p2p]
@@ -112,7 +112,9 @@ def arrivals(job: Job) -> Arrivals:
     return Arrivals(who, inst, late.astype(np.int64), own.astype(np.int64))
 
 
-def kernel_slowdowns(job: Job, peers: np.ndarray, families: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+def kernel_slowdowns(
+    job: Job, peers: np.ndarray, families: list[np.ndarray]
+) -> tuple[np.ndarray, np.ndarray]:
     """Per rank index: how much longer its compute kernels ran than the same kernels (by name) on the
     other ranks (0.05: 5 % longer; NaN without kernels it shares with another rank), and the sign
     test's p that its kernels are longer than that reference more often than not.
@@ -132,9 +134,13 @@ def kernel_slowdowns(job: Job, peers: np.ndarray, families: list[np.ndarray]) ->
     first_row = 0
     for ri, t in enumerate(job.ranks):
         fam = families[ri]
-        sel = np.flatnonzero((t.kind == Kind.KERNEL) & ((fam < Family.NCCL_ALL_REDUCE) | (fam > Family.NCCL_OTHER)))
+        sel = np.flatnonzero(
+            (t.kind == Kind.KERNEL) & ((fam < Family.NCCL_ALL_REDUCE) | (fam > Family.NCCL_OTHER))
+        )
         uniq, inv = np.unique(t.name[sel], return_inverse=True)
-        gids = np.asarray([gid_of.setdefault(t.strings[int(u)], len(gid_of)) for u in uniq.tolist()], np.int64)
+        gids = np.asarray(
+            [gid_of.setdefault(t.strings[int(u)], len(gid_of)) for u in uniq.tolist()], np.int64
+        )
         d = t.dur[sel].astype(float)
         order = np.lexsort((d, inv))
         counts = np.bincount(inv, minlength=len(uniq))

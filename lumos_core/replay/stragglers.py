@@ -231,12 +231,11 @@ def find_stragglers(job: Job, worst_per_rank: int = 5) -> StragglerReport:
         per_iter = sum_late[ri] / n_iter
         persistent = bool(z[ri] > MIN_Z and slow[ri] >= REL_LATE and p_sign[ri] < bound)
         delayed = bool(
-            n_late[ri] >= MIN_LATE_COUNT
-            and p_late < bound
-            and per_iter > max(spread, REL_LATE * med_iter)
+            n_late[ri] >= MIN_LATE_COUNT and p_late < bound and per_iter > max(spread, REL_LATE * med_iter)
         )
         alone = bool(
-            n_coll[ri] == 0 and len(steady_windows(t) if t.iterations else []) >= 2
+            n_coll[ri] == 0
+            and len(steady_windows(t) if t.iterations else []) >= 2
             and least_it[ri] > max(threshold, spread)
         )
         rl = RankLateness(
@@ -259,7 +258,9 @@ def find_stragglers(job: Job, worst_per_rank: int = 5) -> StragglerReport:
             rl.cause = "compute"
         elif rl.flagged:
             rl.cause, extra = _cause(compute, peers, ri, per_iter)
-        rl.reason = _reason(rl, (persistent, delayed, alone), job, a, mine, (per_iter, spread, extra), bound, least_it[ri])
+        rl.reason = _reason(
+            rl, (persistent, delayed, alone), job, a, mine, (per_iter, spread, extra), bound, least_it[ri]
+        )
         rl.why = rl.reason if rl.flagged else ""
         out.append(rl)
     return StragglerReport(threshold, med_iter, out, spread)

@@ -174,7 +174,9 @@ class SynthConfig:
             raise ConfigError("bucket size must be >= 1 parameter")
         for r, f in self.slow_ranks:
             if not (0 <= r < self.world_size and f > 0):
-                raise ConfigError(f"--slow-rank {r}:{f}: the rank must be in 0-{self.world_size - 1}, the factor > 0")
+                raise ConfigError(
+                    f"--slow-rank {r}:{f}: the rank must be in 0-{self.world_size - 1}, the factor > 0"
+                )
 
     def speed_factor(self, rank: int) -> float:
         """How much longer ``rank``'s kernels run than its GPU's own speed gives (``--slow-rank``)."""
