@@ -16,6 +16,7 @@ The rows come from :func:`diff_nodes` (plain data, tested without Qt) built from
 
 from __future__ import annotations
 
+import html
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -156,7 +157,9 @@ def title_text(d: dict[str, Any]) -> str:
         else "noise unknown (fewer than two steady iterations)"
     )
     verdict = " — within noise" if d["iteration_within_noise"] else ""
-    knobs = ", ".join(f"{k} {x}→{y}" for k, (x, y) in sorted(d["differing_knobs"].items())) or "none"
+    knobs = html.escape(
+        ", ".join(f"{k} {x}→{y}" for k, (x, y) in sorted(d["differing_knobs"].items())) or "none"
+    )
     return (
         f"<b>A {a:.2f} ms → B {b:.2f} ms per iteration ({d['iteration_delta_pct']:+.1f} %{verdict})</b><br>"
         f"{noise}. Knobs that differ: {knobs}. Kernels: {d['appeared']} new in B, {d['vanished']} gone."
@@ -204,7 +207,7 @@ class DiffPane(QWidget):
     def clear(self, text: str = "") -> None:
         self.nodes = []
         self.tree.clear()
-        self.title.setText(text or PLACEHOLDER)
+        self.title.setText(html.escape(text, quote=False) if text else PLACEHOLDER)  # the title is rich text
 
     def set_diff(self, d: dict[str, Any]) -> None:
         """Show ``JobDiff.as_dict()``."""
