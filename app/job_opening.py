@@ -6,7 +6,8 @@ shown as soon as they are ready, then the summaries (:func:`~app.loaded_job.summ
 started once the lanes are painted so they do not compete with the first paint; ``job_loaded`` is
 emitted when both are in. :class:`JobOpening` is one part of :class:`~app.main_window.MainWindow`.
 Each load gets a new token; news from any other token is ignored, so opening B while A is still
-loading can never show A.
+loading can never show A. A folder dropped with Shift held (or on the Diff pane) while a job is
+open is compared with it instead of opened.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import QTimer, Signal
+from PySide6.QtCore import QPoint, Qt, QTimer, Signal
 from PySide6.QtGui import QDragEnterEvent, QDropEvent
 from PySide6.QtWidgets import QFileDialog, QLabel, QProgressBar, QPushButton
 
@@ -31,6 +32,19 @@ from app.panels.summary_panes import SummaryPanes
 from app.timeline.timeline_view import TimelineView
 from app.window_chrome import Banner
 from lumos_core.trace.loader import TRACE_SUFFIXES
+
+if TYPE_CHECKING:
+    from app.whatif.workbench import WhatIfWorkbench
+
+
+DROP_HINT = "Drop to open this job; hold Shift (or drop on the Diff pane) to compare it with the open one"
+
+
+def error_html(message: str) -> str:
+    """``message`` as the banner's rich text: <, > and & escaped, quotes left alone (the label shows
+    text without a tag as plain text, where an escaped quote reads "&#x27;"), inside a tag so the
+    label always reads it as rich text."""
+    return f"<span>{html.escape(message, quote=False)}</span>"
 
 
 class JobOpening:
@@ -56,6 +70,8 @@ class JobOpening:
         def show_lanes(self, loaded: LoadedJob) -> None: ...
         def show_summaries(self, loaded: LoadedJob) -> None: ...
         def refresh_recent(self) -> None: ...
+
+        workbench: WhatIfWorkbench
 
     # the summaries start at the first paint of the lanes, or after this long if no paint comes
     # (a hidden or minimised window)
@@ -182,7 +198,7 @@ class JobOpening:
     def show_error(self, message: str) -> None:
         """Say in the banner and the status bar that something could not be opened."""
         self.last_error = message
-        self.banner.show_message(html.escape(message), error=True)
+        self.banner.show_message(error_html(message), error=True)
         self.status_label.setText("Loading failed.")
 
     def stop_loads(self, timeout_ms: int) -> None:
@@ -269,13 +285,33 @@ class JobOpening:
     def dragEnterEvent(self, ev: QDragEnterEvent) -> None:
         if ev.mimeData().hasUrls() and all(u.isLocalFile() for u in ev.mimeData().urls()):
             ev.acceptProposedAction()
+            if getattr(self, "loaded", None) is not None:
+                self.statusBar().showMessage(DROP_HINT, 4000)  # type: ignore[attr-defined]
 
     def dropEvent(self, ev: QDropEvent) -> None:
         paths = [Path(u.toLocalFile()) for u in ev.mimeData().urls() if u.isLocalFile()]
         target = self.path_for_drop(paths)
-        if target is not None:
-            ev.acceptProposedAction()
+        if target is None:
+            return
+        ev.acceptProposedAction()
+        shift = bool(ev.modifiers() & Qt.KeyboardModifier.ShiftModifier)
+        if self.drop_compares(shift, ev.position().toPoint()):
+            self.compare_path(target)
+        else:
             self.open_path(target)
+
+    def drop_compares(self, shift: bool, pos: QPoint) -> bool:
+        """A drop compares the dropped job with the open one (File ▸ Compare with Measured Job)
+        when Shift is held or it lands on the Diff pane; otherwise it opens the job."""
+        if getattr(self, "loaded", None) is None:
+            return False
+        dock = self.workbench.measured_compare.dock
+        on_diff = dock.isVisible() and dock.rect().contains(dock.mapFrom(self, pos))  # type: ignore[arg-type]
+        return shift or on_diff
+
+    def compare_path(self, path: str | Path) -> bool:
+        """Compare ``path`` with the open job in the Diff pane (False when no job is open)."""
+        return self.workbench.measured_compare.compare_with(path)
 
     def path_for_drop(self, paths: list[Path]) -> Path | None:
         """A folder, a single file, or several files (gathered as links in a temporary folder)."""

@@ -28,16 +28,56 @@ CRASH_LOG = REPO / "build" / "test-artifacts" / "crash.log"
 CRASH_LOG.parent.mkdir(parents=True, exist_ok=True)
 _crash_file = open(CRASH_LOG, "w")  # noqa: SIM115 - open for the whole session, for faulthandler
 faulthandler.enable(file=_crash_file, all_threads=True)
-SHARED_TRACES = (REPO.parent / "shared" / "traces").resolve()
-HAVE_SHARED = SHARED_TRACES.is_dir()
+# The real traces: ``pytest --traces DIR``, else the LUMOS_TRACES environment variable, else
+# ../shared/traces next to the repository. pytest_configure settles the option before any test module
+# is imported, so the names below (imported by the tests) always hold the folder in use.
+DEFAULT_TRACES = REPO.parent / "shared" / "traces"
 
-needs_shared = pytest.mark.skipif(
-    not HAVE_SHARED, reason=f"real traces not available: {SHARED_TRACES} does not exist (../shared is absent)"
-)
+
+def _traces_folder(option: str | None = None) -> Path:
+    chosen = option or os.environ.get("LUMOS_TRACES") or ""
+    return Path(chosen).expanduser().resolve() if chosen else DEFAULT_TRACES.resolve()
+
+
+def _needs_shared(folder: Path) -> pytest.MarkDecorator:
+    where = (
+        "chosen with --traces or LUMOS_TRACES"
+        if folder != DEFAULT_TRACES.resolve()
+        else "../shared is absent"
+    )
+    return pytest.mark.skipif(
+        not folder.is_dir(),
+        reason=f"real traces not available: {folder} does not exist ({where}); "
+        "point pytest --traces DIR or LUMOS_TRACES at a folder of them",
+    )
+
+
+SHARED_TRACES = _traces_folder()
+HAVE_SHARED = SHARED_TRACES.is_dir()
+needs_shared = _needs_shared(SHARED_TRACES)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--traces",
+        metavar="DIR",
+        default=None,
+        help="folder of real traces for the tests that need them (default: $LUMOS_TRACES, else ../shared/traces)",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    global SHARED_TRACES, HAVE_SHARED, needs_shared
+    option = config.getoption("--traces")
+    if option:
+        os.environ["LUMOS_TRACES"] = str(option)  # subprocesses and later imports see it too
+    SHARED_TRACES = _traces_folder(option)
+    HAVE_SHARED = SHARED_TRACES.is_dir()
+    needs_shared = _needs_shared(SHARED_TRACES)
 
 
 def shared(*parts: str) -> Path:
-    """Path inside ../shared/traces (tests using it must be marked ``needs_shared``)."""
+    """Path inside the real traces' folder (tests using it must be marked ``needs_shared``)."""
     return SHARED_TRACES.joinpath(*parts)
 
 

@@ -154,6 +154,12 @@ def test_the_late_rank_is_flagged_in_the_overview_and_listed_in_the_summary(win)
     assert rows[0].mean_late_ns == pytest.approx(DELAY_US * 1e3, abs=1e3)
     assert "AllReduce #0" in rows[0].collectives
     assert "1 straggler of 12 ranks" in pane.note.text()
+    # the reason is the first column
+    assert pane.table.model.headerData(0, Qt.Orientation.Horizontal).startswith("reason")
+    assert (
+        pane.table.model.index(0, 0).data().startswith(("host", "compute"))
+        and "late at 3 of 3" in rows[0].reason
+    )
     # the red tick is drawn in the strip's margin on the late rank's row
     shot = strip.grab().toImage()
     r = strip.image_rect()

@@ -9,6 +9,7 @@ import time
 import pytest
 from app_helpers import close_window, open_in_window
 from conftest import REPO, add_artifact, artifact_dir
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication
 
 from lumos_core.compare.validate import validate_jobs
@@ -110,9 +111,11 @@ def test_compare_with_a_measured_job_draws_it_under_and_lists_the_deltas(win) ->
     mc.offset.setValue(5.0)  # ms
     QApplication.processEvents()
     assert min(t.iterations[0].cpu_start for t in mc.job_b.ranks) == a0 + 5_000_000
-    assert mc.table.rowCount() > 10 and mc.dock.isVisible()
-    row = next(i for i in range(mc.table.rowCount()) if mc.table.item(i, 0).text().startswith("aten::mm"))
-    mc.table.selectRow(row)
+    tree = mc.pane.tree
+    assert tree.topLevelItemCount() >= 4 and mc.dock.isVisible()
+    flags = Qt.MatchFlag.MatchStartsWith | Qt.MatchFlag.MatchRecursive
+    item = next(i for i in tree.findItems("aten::mm", flags) if i.data(0, Qt.ItemDataRole.UserRole))
+    tree.setCurrentItem(item)
     QApplication.processEvents()
     assert view.match_count > 0  # the selected kernel's tasks are highlighted in A
     n_a = len(win.loaded.job.ranks)

@@ -160,6 +160,9 @@ def test_cli_diff_json_has_the_documented_keys(tmp_path) -> None:
     assert d["differing_knobs"] == {"seq": [128, 256]}
     assert {"family", "a_us", "b_us", "delta_us"} <= set(d["families"][0])
     assert isinstance(d["kernels"], list) and isinstance(d["collectives"], list)
+    # the noise: the runs' own iteration spread, and every row says whether its change is within it
+    assert d["noise"]["spread_us"] > 0 and isinstance(d["iteration_within_noise"], bool)
+    assert all(isinstance(r["within_noise"], bool) for r in d["families"] + d["kernels"])
 
 
 def test_cli_validate_text_and_json(tmp_path) -> None:

@@ -28,6 +28,7 @@ from PySide6.QtWidgets import (
 from app.loaded_job import LoadedJob
 from app.panels.idle_pane import IdlePane
 from app.panels.memory_panes import MemoryPane, OperatorPane
+from app.panels.rank_elide import KeepRankDelegate
 from app.panels.straggler_pane import StragglerPane
 from app.panels.table_model import Column, ns_as_ms, ns_as_us
 from app.panels.table_pane import TablePane, write_tables
@@ -44,6 +45,7 @@ from lumos_core.replay.summaries import (
     top_kernels,
 )
 from lumos_core.trace.kernel_families import Family
+from lumos_core.trace.loader import rank_from_file_name
 from lumos_core.whatif.rank_groups import default_role, rank_groups
 
 BREAKDOWN = [
@@ -72,6 +74,12 @@ class FileStatus:
     state: str  # cached, loaded, failed
     detail: str
     rank: int = -1  # once the job is assembled
+
+
+def file_status(file: str, state: str, detail: str) -> FileStatus:
+    """A file's row before the job is assembled: the rank its name gives (the loader's reading)."""
+    guess = rank_from_file_name(Path(file).name)
+    return FileStatus(file, state, detail, -1 if guess is None else guess)
 
 
 def _size(n: int) -> str:
@@ -386,8 +394,8 @@ class SummaryPanes(QTabWidget):
             Column("detail", lambda r: r.detail),
         ]
         self.files = TablePane("files", cols, FileStatus)
-        # trace file names often differ only in the middle (a hash, the rank) and share their ends
-        self.files.view.setTextElideMode(Qt.TextElideMode.ElideMiddle)
+        # file names often differ only in the middle (a hash, the rank): the rank stays whole
+        self.files.view.setItemDelegateForColumn(2, KeepRankDelegate(self.files.view))
         self.warnings = QPlainTextEdit()
         self.warnings.setReadOnly(True)
         self.warnings.setPlaceholderText("No warnings.")
@@ -435,12 +443,12 @@ class SummaryPanes(QTabWidget):
             f"Clock alignment on collective end times: {applied}. {notes}" if align else "No clock alignment."
         )
         for s in loaded.job.skipped:
-            self._files[s.file] = FileStatus(s.file, "failed", s.reason)
+            self._files[s.file] = file_status(s.file, "failed", s.reason)
         for t in loaded.job.ranks:
             prev = self._files.get(t.file)
             state = prev.state if prev and prev.state in ("cached", "loaded") else "loaded"
             self._files[t.file] = FileStatus(
-                t.file, state, f"rank {t.rank} ({t.rank_source}), {len(t):,} events"
+                t.file, state, f"rank {t.rank} ({t.rank_source}), {len(t):,} events", t.rank
             )
         self._refresh_files()
         self.warnings.setPlainText("\n".join(loaded.job.warnings))
@@ -452,7 +460,7 @@ class SummaryPanes(QTabWidget):
 
     def set_file_status(self, file: str, state: str, detail: str) -> None:
         # the table follows every 200 ms: a refresh per file of a 256-rank job held the GIL for seconds
-        self._files[file] = FileStatus(file, state, detail)
+        self._files[file] = file_status(file, state, detail)
         if not self._files_timer.isActive():
             self._files_timer.start()
 

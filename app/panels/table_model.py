@@ -37,6 +37,7 @@ class Column:
     tooltip: str = ""
     numeric: bool = False
     color: Callable[[Any], QColor | None] | None = None  # swatch in the cell
+    max_px: int = 260  # widest the column is fitted to (sentences, such as a reason, get more)
 
 
 class RowsModel(QAbstractTableModel):

@@ -32,6 +32,7 @@ class TablePane(QWidget):
         super().__init__()
         self.name = name
         self.row_type = row_type
+        self.wrap_rows = False
         self._fit_pending = False
         self.model = RowsModel(columns)
         self.proxy = sorting_proxy(self.model)
@@ -83,9 +84,12 @@ class TablePane(QWidget):
     def fit_columns(self) -> None:
         self._fit_pending = False
         self.view.resizeColumnsToContents()
-        for c in range(self.model.columnCount()):
-            if self.view.columnWidth(c) > 260:
-                self.view.setColumnWidth(c, 260)
+        for c, col in enumerate(self.model.columns):
+            if self.view.columnWidth(c) > col.max_px:
+                self.view.setColumnWidth(c, col.max_px)
+        if self.wrap_rows:  # a few rows of sentences: each shown whole, on as many lines as it needs
+            self.view.setWordWrap(True)
+            self.view.resizeRowsToContents()
 
     def showEvent(self, ev: QShowEvent) -> None:
         super().showEvent(ev)

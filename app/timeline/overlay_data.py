@@ -80,6 +80,14 @@ def stands_for_text(rank: int, ranks: list[int]) -> str:
     return f"rank {rank} (= {len(ranks)} ranks: {', '.join(map(str, ranks[:3]))}, …)"
 
 
+def predicted_header(rank: int, stands_for: list[int], traced: int) -> str:
+    """The header of a predicted rank drawn on traced rank ``traced``'s rows: "rank 128 (= ranks 128,
+    192) · from traced rank 64". The rows under it name the traced rank ("rank 64 ▸ stream 7"), so
+    the header names it too whenever the predicted rank has another number."""
+    text = stands_for_text(rank, stands_for)
+    return text if rank == traced else f"{text} · from traced rank {traced}"
+
+
 def _marks(p: RankTrace) -> list[IterationMark]:
     if not p.iterations:
         return []
@@ -112,10 +120,7 @@ def _aligned(
         ranks[i] = p
         present[i] = True
         sim_rank[i] = p.rank
-        text = stands_for_text(p.rank, summary.stands_for(p.rank))
-        if p.rank != job.ranks[i].rank and summary.stands_for(p.rank) == [p.rank]:
-            text += f" (traced rank {job.ranks[i].rank})"
-        labels[i] = f"{text} · predicted"
+        labels[i] = f"{predicted_header(p.rank, summary.stands_for(p.rank), job.ranks[i].rank)} · predicted"
         marks[i] = _marks(p)
     # the predicted lanes' tables are built when they are shown, like the measured ones
     tables = RowTables(ranks, families, present=present)

@@ -1,5 +1,6 @@
 """File ▸ Compare with Measured Job…: another measured job (B) drawn under the open one (A) on the
-same time axis, and a Diff pane with the deltas of ``lumos diff A B``.
+same time axis, and a Diff pane (:class:`app.panels.diff_pane.DiffPane`) with what ``lumos diff A B``
+says: top changes, breakdown, families with their kernels, collectives, ranks, the noise.
 
 B's ranks are shown as extra rank groups below A's (the "separate" shape of a prediction overlay),
 so zoom and pan are shared. Iterations are aligned: B is shifted so that its first steady-state
@@ -20,14 +21,14 @@ from PySide6.QtWidgets import (
     QFileDialog,
     QHBoxLayout,
     QLabel,
-    QTableWidget,
-    QTableWidgetItem,
+    QMainWindow,
     QVBoxLayout,
     QWidget,
 )
 
 from app.jobs import BackgroundTask
 from app.loaded_job import LoadedJob
+from app.panels.diff_pane import DiffPane
 from app.timeline.lane_data import build_row_table
 from app.timeline.layer import IterationMark
 from app.timeline.overlay_data import PredictedOverlay
@@ -38,7 +39,7 @@ from lumos_core.trace.kernel_families import event_families
 from lumos_core.trace.loader import load_job
 from lumos_core.trace.model import Job
 
-_ROWS = 200
+_ROWS = 2000  # kernel and operator rows at most (the largest changes)
 
 
 def first_steady_start(job: Job) -> int:
@@ -66,9 +67,8 @@ class MeasuredCompare(QObject):
         self.dock.setObjectName("diff_dock")
         body = QWidget(self.dock)
         lay = QVBoxLayout(body)
-        self.title = QLabel("File ▸ Compare with Measured Job… to diff another run", body)
-        self.title.setWordWrap(True)
-        lay.addWidget(self.title)
+        self.pane = DiffPane(body)
+        self.title = self.pane.title
         row = QHBoxLayout()
         row.addWidget(QLabel("B offset (ms):", body))
         self.offset = QDoubleSpinBox(body)
@@ -79,12 +79,8 @@ class MeasuredCompare(QObject):
         row.addWidget(self.offset)
         row.addStretch(1)
         lay.addLayout(row)
-        self.table = QTableWidget(0, 5, body)
-        self.table.setHorizontalHeaderLabels(["what", "A ms", "B ms", "B-A ms", "status"])
-        self.table.setSelectionBehavior(QTableWidget.SelectionBehavior.SelectRows)
-        self.table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
-        self.table.itemSelectionChanged.connect(self._on_select)
-        lay.addWidget(self.table)
+        lay.addWidget(self.pane, 1)
+        self.pane.name_selected.connect(self.highlight)
         self.dock.setWidget(body)
         self.dock.hide()
 
@@ -94,8 +90,7 @@ class MeasuredCompare(QObject):
         self.loaded = loaded
         self.job_b = None
         self.diff = None
-        self.table.setRowCount(0)
-        self.title.setText("File ▸ Compare with Measured Job… to diff another run")
+        self.pane.clear()
 
     def shutdown(self) -> None:
         if self._task is not None:
@@ -126,7 +121,8 @@ class MeasuredCompare(QObject):
         task.succeeded.connect(self._on_done)
         task.failed.connect(lambda t, msg: self._on_failed(t, msg))
         self._task = task
-        self.title.setText(f"loading and comparing {path}…")
+        self.pane.clear(f"loading and comparing {path}…")
+        self.dock.show()
         task.start()
         return True
 
@@ -136,7 +132,7 @@ class MeasuredCompare(QObject):
 
     def _on_failed(self, token: int, message: str) -> None:
         if token == self._token:
-            self.title.setText(f"comparison failed: {message}")
+            self.pane.clear(f"comparison failed: {message}")
             self.failed.emit(message)
 
     def _on_done(self, token: int, payload: object) -> None:
@@ -149,7 +145,29 @@ class MeasuredCompare(QObject):
         self._draw()
         self.dock.show()
         self.dock.raise_()
+        self._give_room()
         self.compared.emit(diff)
+
+    def _give_room(self) -> None:
+        """A fresh Diff dock gets half the window's width and most of its height: it is a table of
+        names and numbers, unreadable in the sliver a new dock is given."""
+        win = self.dock.parentWidget()
+        if isinstance(win, QMainWindow) and not self.dock.isFloating():
+            details = win.findChild(QDockWidget, "DetailsDock")  # shares its place, in a tab
+            if (
+                details is not None
+                and details.isVisible()
+                and self.dock not in win.tabifiedDockWidgets(details)
+                and win.dockWidgetArea(details) == win.dockWidgetArea(self.dock)
+            ):
+                win.tabifyDockWidget(details, self.dock)
+                self.dock.raise_()
+            win.resizeDocks(
+                [self.dock], [max(self.dock.width(), win.width() // 2)], Qt.Orientation.Horizontal
+            )
+            win.resizeDocks(
+                [self.dock], [max(self.dock.height(), win.height() * 2 // 3)], Qt.Orientation.Vertical
+            )
 
     # ---------------------------------------------------------------- drawing
     def _draw(self) -> None:
@@ -188,41 +206,7 @@ class MeasuredCompare(QObject):
         self.timeline.set_prediction(overlay, "paired")
 
     def _fill(self, diff: JobDiff) -> None:
-        d = diff.as_dict(limit=_ROWS)
-        knobs = ", ".join(f"{k} {a}→{b}" for k, (a, b) in sorted(d["differing_knobs"].items())) or "none"
-        self.title.setText(
-            f"A {d['a']['iteration_us'] / 1000:.2f} ms, B {d['b']['iteration_us'] / 1000:.2f} ms per iteration "
-            f"({d['iteration_delta_pct']:+.1f}%); knobs that differ: {knobs}"
-        )
-        rows: list[tuple[str, float, float, float, str, str]] = []
-        for r in d["families"]:
-            rows.append((f"family: {r['family']}", r["a_us"], r["b_us"], r["delta_us"], "", ""))
-        for r in d["collective_kinds"]:
-            rows.append((f"collective: {r['kind']}", r["a_us"], r["b_us"], r["delta_us"], "", ""))
-        for r in d["kernels"]:
-            name = r["kernel"].split(" [[", 1)[0]
-            rows.append((r["kernel"], r["a_us"], r["b_us"], r["delta_us"], r["status"], name))
-        self.table.setRowCount(len(rows))
-        for i, (what, a, b, dd, status, search) in enumerate(rows):
-            item = QTableWidgetItem(what)
-            item.setData(Qt.ItemDataRole.UserRole, search)
-            item.setToolTip(what)
-            self.table.setItem(i, 0, item)
-            for j, v in enumerate((a, b, dd), start=1):
-                cell = QTableWidgetItem(f"{v / 1000:.3f}")
-                cell.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
-                self.table.setItem(i, j, cell)
-            self.table.setItem(i, 4, QTableWidgetItem(status))
-        self.table.resizeColumnsToContents()
-
-    def _on_select(self) -> None:
-        rows = {i.row() for i in self.table.selectedItems()}
-        if not rows:
-            return
-        item = self.table.item(min(rows), 0)
-        name = item.data(Qt.ItemDataRole.UserRole) if item is not None else ""
-        if name:
-            self.highlight(name)
+        self.pane.set_diff(diff.as_dict(limit=_ROWS))  # kernels: collapsed under their families
 
     def highlight(self, name: str) -> int:
         """Highlight the tasks whose name contains ``name`` in both jobs; returns B's count."""

@@ -18,7 +18,10 @@ recorded shape (appeared / vanished ones listed); collectives by kind, group siz
 (time, bus bandwidth); CPU operators; the configuration inferred from each job and which knobs differ.
 
 Figures are per rank and per steady-state iteration, so jobs with different rank counts or numbers
-of recorded steps compare directly. Deltas are B - A.
+of recorded steps compare directly. Deltas are B - A. Kernel and operator names are matched after
+torch.compile's region numbers, graph hashes and Triton kernel indices are replaced by '#' (a
+recompiled job renumbers them). The noise is the runs' own iteration spread (standard deviation of
+the steady iterations, pooled); a change smaller than it is marked '~' (within noise).
 
 Examples:
   lumos diff runs/dp8 runs/dp16
@@ -98,11 +101,16 @@ def format_diff(d: JobDiff, limit: int = 15) -> str:
         "",
         f"{'':<26}{'A ms':>10} {'B ms':>10} {'B-A ms':>10} {'':>9}",
         f"{'iteration':<26}{_ms(a['iteration_us'])} {_ms(b['iteration_us'])} "
-        f"{_ms(b['iteration_us'] - a['iteration_us'])} {_pct(j['iteration_delta_pct'])}",
+        f"{_ms(b['iteration_us'] - a['iteration_us'])} {_pct(j['iteration_delta_pct'])}"
+        + _noise_tag(j["iteration_within_noise"]),
+        "  " + noise_text(j["noise"]),
     ]
     for k in BREAKDOWN_KEYS:
         x, y = a["breakdown"][k], b["breakdown"][k]
-        lines.append(f"  {k[:-3].replace('_', ' '):<24}{_ms(x)} {_ms(y)} {_ms(y - x)}")
+        lines.append(
+            f"  {k[:-3].replace('_', ' '):<24}{_ms(x)} {_ms(y)} {_ms(y - x)}"
+            + _noise_tag(j["breakdown_within_noise"][k], 10)
+        )
     it = j["iterations"]
     if it:
         lines.append("  aligned iterations (B-A ms): " + " ".join(f"{r['delta_us'] / 1000:+.2f}" for r in it))
@@ -111,18 +119,21 @@ def format_diff(d: JobDiff, limit: int = 15) -> str:
         for r in j["ranks"]:
             lines.append(
                 f"  {r['group']:<24}{_ms(r['a_iteration_us'])} {_ms(r['b_iteration_us'])} {_ms(r['delta_us'])}"
+                + _noise_tag(r["within_noise"], 10)
             )
     what = "GPU activity" if d.a.summary.gpu else "CPU operators (self time)"
     lines += ["", f"families, {what}, per rank per iteration:"]
     for r in j["families"]:
         lines.append(
             f"  {r['family']:<24}{_ms(r['a_us'])} {_ms(r['b_us'])} {_ms(r['delta_us'])} {_pct(r['delta_pct'])}"
+            + _noise_tag(r["within_noise"])
         )
     if j["collective_kinds"]:
         lines += ["", "collectives by kind:"]
         for r in j["collective_kinds"]:
             lines.append(
                 f"  {r['kind']:<24}{_ms(r['a_us'])} {_ms(r['b_us'])} {_ms(r['delta_us'])} {_pct(r['delta_pct'])}"
+                + _noise_tag(r["within_noise"])
             )
         lines.append("  kind / group / size        A count  B count    A GB/s   B GB/s  (bus bandwidth)")
         for r in j["collectives"][:limit]:
@@ -138,16 +149,44 @@ def format_diff(d: JobDiff, limit: int = 15) -> str:
     ]
     for r in j["kernels"][:limit]:
         tag = {"both": "", "appeared": " [appeared]", "vanished": " [vanished]"}[r["status"]]
-        lines.append(f"  {_ms(r['a_us'])} {_ms(r['b_us'])} {_ms(r['delta_us'])}  {_short(r['kernel'])}{tag}")
+        mark = "~" if r["within_noise"] else " "
+        lines.append(
+            f"  {_ms(r['a_us'])} {_ms(r['b_us'])} {_ms(r['delta_us'])} {mark} {_short(r['kernel'])}{tag}"
+        )
     lines += ["", "CPU operators (inclusive time, ms per iteration):"]
     for r in j["cpu_ops"][:limit]:
         lines.append(
-            f"  {_ms(r['a_us'])} {_ms(r['b_us'])} {_ms(r['delta_us'])}  "
+            f"  {_ms(r['a_us'])} {_ms(r['b_us'])} {_ms(r['delta_us'])} {'~' if r['within_noise'] else ' '} "
             f"x{r['a_count']:g} -> x{r['b_count']:g}  {_short(r['name'])}"
         )
     lines += [f"note: {n}" for n in j["notes"]]
     lines.append(f"definition: {j['definition']}")
     return "\n".join(lines)
+
+
+def _noise_tag(within: bool, pad: int = 0) -> str:
+    return " " * pad + "  ~ within noise" if within else ""
+
+
+def noise_text(noise: dict[str, Any]) -> str:
+    """ "noise: ±0.41 ms (the runs' own iteration spread: A σ 0.38 ms over 4 iterations, 41.0-41.9
+    ms; B ...); smaller changes are marked ~" or why there is no estimate."""
+
+    def side(name: str, s: dict[str, Any]) -> str:
+        if s["std_us"] is None:
+            return f"{name} has {s['iterations']} steady iteration(s), no spread"
+        return (
+            f"{name} σ {s['std_us'] / 1000:.3f} ms over {s['iterations']} iterations, "
+            f"{s['min_us'] / 1000:.3f}-{s['max_us'] / 1000:.3f} ms"
+        )
+
+    sides = f"{side('A', noise['a'])}; {side('B', noise['b'])}"
+    if noise["spread_us"] is None:
+        return f"noise: unknown ({sides}): no change can be called noise"
+    return (
+        f"noise: ±{noise['spread_us'] / 1000:.3f} ms, the runs' own iteration spread ({sides}); "
+        "smaller changes are marked ~"
+    )
 
 
 def _short(s: str, n: int = 90) -> str:

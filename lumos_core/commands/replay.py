@@ -21,6 +21,7 @@ from lumos_core.graph.build import build_graph
 from lumos_core.progress import scaled
 from lumos_core.replay.peer_waits import with_peer_waits
 from lumos_core.replay.run import ReplayResult, parse_scale, replay
+from lumos_core.replay.stragglers import find_stragglers
 from lumos_core.trace.loader import load_job
 
 if TYPE_CHECKING:  # the hold-out and the idle attribution are imported when asked for
@@ -119,6 +120,7 @@ def run(args: argparse.Namespace) -> int:
         d["peer_waits"]["other_way_error_pct"] = other_pct
         d["peer_waits"]["note"] = peer_note
         d["synthetic"] = job.is_synthetic
+        d["stragglers"] = find_stragglers(job).as_dict()
         if args.idle:
             from lumos_core.replay.idle import idle_attribution
 

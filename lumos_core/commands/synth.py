@@ -99,6 +99,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     run.add_argument("--iterations", type=int, default=2, help="profiled steps per rank (default 2)")
     run.add_argument("--seed", type=int, default=0, help="seed of the jitter (same seed, same bytes)")
     run.add_argument(
+        "--slow-rank",
+        action="append",
+        default=[],
+        type=_slow_rank,
+        metavar="R:FACTOR",
+        help="rank R's kernels run FACTOR x longer (e.g. 3:1.05), a known straggler to test detection "
+        "with; repeat for several",
+    )
+    run.add_argument(
         "--bucket-params",
         type=int,
         default=40_000_000,
@@ -128,6 +137,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "per stage (seconds, even for thousands of GPUs)",
     )
     out.add_argument("--quiet", "-q", action="store_true", help="no progress bar on stderr")
+
+
+def _slow_rank(text: str) -> tuple[int, float]:
+    try:
+        r, f = text.split(":")
+        return int(r), float(f)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected R:FACTOR (e.g. 3:1.05), got {text!r}") from None
 
 
 def _config_from_args(args: argparse.Namespace) -> SynthConfig:
@@ -167,6 +184,7 @@ def _config_from_args(args: argparse.Namespace) -> SynthConfig:
         vp=args.vp,
         cp=args.cp,
         attention=args.attention,
+        slow_ranks=tuple(args.slow_rank),
     )
 
 
@@ -245,7 +263,7 @@ def run(args: argparse.Namespace) -> int:
     print(
         f"  TP{cfg.tp} x PP{cfg.pp} x DP{cfg.dp} = {cfg.world_size} {cfg.gpu} GPUs on {nodes} node(s); "
         f"{cfg.schedule}, {cfg.microbatches} microbatches of {cfg.micro_batch}, {cfg.iterations} iterations, "
-        f"seed {cfg.seed}"
+        f"seed {cfg.seed}" + "".join(f"; rank {r} slowed x{f:g}" for r, f in cfg.slow_ranks)
     )
     print(
         f"  {result.n_events:,} events ({result.n_tasks:,} tasks, {result.n_gpu:,} GPU activities), "

@@ -4,8 +4,16 @@ Both jobs are summarised per rank and per steady-state iteration (:mod:`lumos_co
 so they compare across rank counts and recorded step counts. Ranks are compared one to one when
 both jobs hold the same ranks, per pipeline stage when both have the same number of stages, and
 always overall. Kernels are matched by name and recorded input shape; one that only one job ran is
-listed as appeared or vanished, never dropped. The inferred configuration of each job
+listed as appeared or vanished, never dropped; names are canonical
+(:mod:`lumos_core.compare.canonical`), so ``torch.compile``'s renumbered regions and Triton kernels
+are not changes. The inferred configuration of each job
 (:func:`lumos_core.whatif.baseline.infer_baseline`) says which knobs differ.
+
+Noise: each job's own iteration spread (:meth:`JobSummary.spread`, the standard deviation of its
+steady iterations) pooled over the two jobs is the smallest change that means something; every
+row whose change is smaller is marked ``within_noise``. A row's time per iteration varies less than
+the whole iteration does, so this is a conservative mark: what it calls noise may be a real but
+small change, what it leaves unmarked is larger than the runs' own variation.
 """
 
 from __future__ import annotations
@@ -34,6 +42,13 @@ from lumos_core.whatif.knobs import STRUCTURE_KNOBS
 # Knobs of the inferred configuration that ``diff`` compares: the job's structure (what ``lumos
 # estimate`` can change), plus what it cannot: the device and the vocabulary.
 CONFIG_KNOBS = STRUCTURE_KNOBS
+
+
+NOISE_DEFINITION = (
+    "the runs' own iteration spread: standard deviation of each rank's steady iterations around "
+    "its mean, pooled over ranks, root mean square of the two jobs; a change smaller than it is "
+    "within noise"
+)
 
 
 class PairError(LumosError):
@@ -72,6 +87,17 @@ class JobDiff:
     b: JobSide
     differing_knobs: dict[str, list[Any]]
     notes: list[str] = field(default_factory=list)
+
+    @property
+    def noise_us(self) -> float | None:
+        """The runs' own iteration spread: the two jobs' standard deviations pooled (root mean square
+        of those known); None when neither job has two steady iterations."""
+        v = [s.std_us for s in (self.a.summary.spread(), self.b.summary.spread()) if s.std_us is not None]
+        return float(np.sqrt(np.mean(np.square(v)))) if v else None
+
+    def within_noise(self, delta_us: float) -> bool:
+        noise = self.noise_us
+        return noise is not None and abs(delta_us) < noise
 
     @property
     def iteration_delta_pct(self) -> float:
@@ -183,28 +209,46 @@ class JobDiff:
             }
 
         ba, bb = self.a.summary.breakdown, self.b.summary.breakdown
-        kernels = self.kernel_rows()
-        cpu_ops = self.cpu_op_rows()
+        noise = self.noise_us
+        kernels = _marked(self.kernel_rows(), noise)
+        cpu_ops = _marked(self.cpu_op_rows(), noise)
+        delta = self.b.summary.iteration_us - self.a.summary.iteration_us
         return {
             "definition": SUMMARY_DEFINITION,
+            "gpu": self.a.summary.gpu,  # kernels are GPU activities (else CPU operators by self time)
             "a": side(self.a),
             "b": side(self.b),
-            "iteration_delta_us": round(self.b.summary.iteration_us - self.a.summary.iteration_us, 3),
+            "iteration_delta_us": round(delta, 3),
             "iteration_delta_pct": round(self.iteration_delta_pct, 3),
+            "noise": {
+                "spread_us": round(noise, 3) if noise is not None else None,
+                "a": self.a.summary.spread().as_dict(),
+                "b": self.b.summary.spread().as_dict(),
+                "definition": NOISE_DEFINITION,
+            },
+            "iteration_within_noise": self.within_noise(delta),
             "breakdown_delta_us": {k: round(bb[k] - ba[k], 3) for k in BREAKDOWN_KEYS},
+            "breakdown_within_noise": {k: self.within_noise(bb[k] - ba[k]) for k in BREAKDOWN_KEYS},
             "differing_knobs": self.differing_knobs,
-            "iterations": self.iteration_rows(),
-            "ranks": self.rank_rows(),
-            "families": family_rows(self.a.summary, self.b.summary),
+            "iterations": _marked(self.iteration_rows(), noise),
+            "ranks": _marked(self.rank_rows(), noise),
+            "families": _marked(family_rows(self.a.summary, self.b.summary), noise),
             "kernels": kernels if limit is None else kernels[:limit],
             "kernels_total": len(kernels),
             "appeared": sum(r["status"] == "appeared" for r in kernels),
             "vanished": sum(r["status"] == "vanished" for r in kernels),
-            "collectives": self.collective_rows(),
-            "collective_kinds": collective_kind_rows(self.a.summary, self.b.summary),
+            "collectives": _marked(self.collective_rows(), noise),
+            "collective_kinds": _marked(collective_kind_rows(self.a.summary, self.b.summary), noise),
             "cpu_ops": cpu_ops if limit is None else cpu_ops[:limit],
             "notes": self.notes,
         }
+
+
+def _marked(rows: list[dict[str, Any]], noise: float | None) -> list[dict[str, Any]]:
+    """Each row with ``within_noise``: its change is smaller than the runs' own iteration spread."""
+    for r in rows:
+        r["within_noise"] = noise is not None and abs(r["delta_us"]) < noise
+    return rows
 
 
 def _status(sa: Stat | CollStat | None, sb: Stat | CollStat | None) -> str:

@@ -10,6 +10,11 @@ iteration their start falls in.
 Work is summarised where it runs: GPU activities (kernels, memcpy, memset) on GPU jobs; CPU
 operators by their *self* time (duration minus nested operators) on CPU-only jobs, so nested
 operators are not counted twice and the families still add up to the work done.
+
+Kernels and operators are keyed by :func:`~lumos_core.compare.canonical.canonical_name`, so a
+recompiled job's renumbered ``torch.compile`` regions and Triton kernels meet their old selves.
+:meth:`JobSummary.spread` is the job's own iteration-to-iteration spread: the noise a difference
+between two jobs must exceed to mean something.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from lumos_core.compare.canonical import canonical_name
 from lumos_core.perf.collective_kinds import bus_factor
 from lumos_core.replay.breakdown import activity, breakdown, steady_windows
 from lumos_core.trace.kernel_families import Family, event_families
@@ -58,6 +64,25 @@ class CollStat:
     @property
     def bus_bw_gbps(self) -> float:
         return self.bytes_moved / (self.total_us * 1000) if self.total_us > 0 else float("nan")
+
+
+@dataclass
+class Spread:
+    """A job's own iteration spread (µs); ``std_us`` is None with fewer than two steady iterations."""
+
+    std_us: float | None
+    n_iterations: int
+    min_us: float
+    max_us: float
+
+    def as_dict(self) -> dict[str, Any]:
+        std = round(self.std_us, 3) if self.std_us is not None else None
+        return {
+            "std_us": std,
+            "iterations": self.n_iterations,
+            "min_us": round(self.min_us, 3),
+            "max_us": round(self.max_us, 3),
+        }
 
 
 @dataclass
@@ -104,6 +129,24 @@ class JobSummary:
     def breakdown(self) -> dict[str, float]:
         rs = [r for r in self.ranks.values() if r.iterations]
         return {k: float(np.mean([r.breakdown[k] for r in rs])) if rs else 0.0 for k in BREAKDOWN_KEYS}
+
+    def spread(self) -> Spread:
+        """How much the steady iterations vary: the standard deviation of each rank's iteration
+        times around that rank's own mean, pooled over ranks (so a pipeline stage that is always
+        longer is not noise), and the shortest and longest aligned iteration."""
+        dev, dof = 0.0, 0
+        for r in self.ranks.values():
+            d = np.asarray([x for _, x in r.iterations], float)
+            if len(d) >= 2:
+                dev += float(((d - d.mean()) ** 2).sum())
+                dof += len(d) - 1
+        its = self.iterations
+        return Spread(
+            std_us=float(np.sqrt(dev / dof)) if dof else None,
+            n_iterations=len(its),
+            min_us=min(its) if its else 0.0,
+            max_us=max(its) if its else 0.0,
+        )
 
     def collectives_by_kind(self) -> dict[str, CollStat]:
         out: dict[str, CollStat] = {}
@@ -210,7 +253,7 @@ def _add_work(out: JobSummary, t: RankTrace, inside: np.ndarray, gpu: bool, shap
     cache: dict[int, str] = {}
     for e, f, d in zip(idx.tolist(), fam.tolist(), dur.tolist()):
         flabel = labels[int(f)]
-        name = t.strings[int(t.name[e])]
+        name = canonical_name(t.strings[int(t.name[e])])  # torch.compile's renumbering is no change
         n = out.names.setdefault(name, Stat())
         n.count += 1
         n.total_us += d / 1000
@@ -313,7 +356,7 @@ def _add_cpu_ops(out: JobSummary, t: RankTrace, inside: np.ndarray) -> None:
     count = np.bincount(inv, minlength=len(uniq))
     total = np.bincount(inv, weights=t.dur[idx], minlength=len(uniq))
     for k, u in enumerate(uniq.tolist()):
-        a = out.cpu_ops.setdefault(t.strings[u], Stat())
+        a = out.cpu_ops.setdefault(canonical_name(t.strings[u]), Stat())
         a.count += int(count[k])
         a.total_us += float(total[k]) / 1000
 

@@ -1,39 +1,63 @@
-"""Stragglers: ranks that arrive late at their collectives or take longer per iteration than the rest.
+"""Stragglers: ranks that are significantly and materially slower than their peers, with the evidence.
 
-In synchronous training every rank of a collective waits inside the kernel for the last one to
-arrive, so a slow rank hides in the *others'* communication time, and every rank's iteration ends
-up about as long. What gives the slow rank away is its **arrival**: the start of its collective
-kernel compared with the other members of the same instance (matched across ranks by
-:mod:`lumos_core.trace.collectives`). A rank's *lateness* at an instance is its arrival minus the
-median arrival of the members, so one slow rank does not move the reference, and the instance's
-other members are early by about nothing.
+In synchronous training every member of a collective waits inside the kernel for the last one to
+arrive, so a slow rank hides in the *others'* communication time, and every rank's iteration ends up
+about as long. What gives it away is its **arrival** at each collective compared with the other
+members of the same instance, and, when its GPU is what is slow, its **kernels** compared with the
+same kernels on the other ranks (:mod:`lumos_core.replay.straggler_evidence`). A rank is flagged only
+on evidence that the job's own spread cannot explain; either of:
 
-Threshold: a rank is late at an instance when it arrives more than
-``max(MIN_LATE_NS, REL_LATE × median iteration time)`` after the median. 50 µs is above the clock
-alignment error between ranks (the loader aligns clocks on NCCL exits, which agree to tens of µs)
-and above ordinary launch jitter; 1 % of the iteration is the smallest delay worth acting on: the
-whole job waits for it every time, so it costs that share of throughput. A rank is flagged as a
-straggler when it is late at ``MIN_LATE_SHARE`` (a quarter) or more of the collectives it takes part
-in, so one hiccup does not flag it, or when one of its steady iterations is longer than the median of
-that iteration over its *peers* (:func:`peer_sets`: in a pipeline, its stage) by more than the
-threshold (a rank that runs alone, or a job without collectives).
-Point-to-point transfers are left out: a pipeline stage's receive starts whenever its schedule says,
-not when a peer is slow.
+* **a slow GPU**: its compute kernels ran a ``slowdown`` longer than the same kernels on its peers,
+  an outlier among the ranks (robust z-score above ``MIN_Z`` = 3.5 against the *other* ranks' median
+  and median absolute deviation, floored at ``MIN_SCALE``), consistently (sign test over its kernels,
+  p below ``ALPHA`` = 1 % over the number of ranks: Bonferroni), by at least ``REL_LATE`` = 1 % (the
+  smallest slowdown worth acting on: the whole job waits for it), *and* it arrives after the other
+  members more often than not (sign test, same bound): a slow GPU nobody waits for is no straggler;
+* **repeated delays**: it arrives more than ``max(MIN_LATE_NS, REL_LATE x median iteration)`` late by
+  its own doing (not a wait inherited from an earlier collective) at more collectives than the other
+  ranks' rate of such delays explains (binomial test, same bound, ``MIN_LATE_COUNT`` = 2 times or
+  more), and those delays add up to more per iteration than the job's own iteration spread (standard
+  deviation of the steady iterations) and than ``REL_LATE`` of the iteration.
+
+50 µs is above the clock alignment error between ranks and ordinary launch jitter. A rank without
+group collectives (a job of independent ranks) is flagged when *every* steady iteration of it is
+longer than that iteration's median over its peers (:func:`peer_sets`: in a pipeline, its stage) by
+more than the threshold and the iteration spread. Point-to-point transfers are left out: a pipeline
+stage's receive starts whenever its schedule says, not when a peer is slow.
+
+The ``reason`` of a rank (the first column of the app's table) says the cause (compute: slower or
+more GPU kernels than its peers; host: launches, data loading, Python), by how much, and at which
+collectives. Checked on synthetic jobs with known slow ranks (``lumos synth --slow-rank``) and on
+the shared real traces (tests/test_stragglers.py).
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from lumos_core.replay.breakdown import steady_windows
+from lumos_core.replay.straggler_evidence import (
+    arrivals,
+    binomial_tail,
+    compute_per_iteration,
+    kernel_slowdowns,
+    robust_scale,
+)
+from lumos_core.trace.kernel_families import event_families
 from lumos_core.trace.model import CollectiveKind, Job
 
 MIN_LATE_NS = 50_000
 REL_LATE = 0.01
-MIN_LATE_SHARE = 0.25
-_P2P = [int(k) for k in CollectiveKind if k.is_p2p]
+ALPHA = 0.01
+MIN_Z = 3.5
+MIN_SCALE = 0.005  # the ranks' slowdowns are never assumed to agree closer than 0.5 %
+MIN_SAMPLES = 5  # arrivals before the arrival sign test is made
+_NONE = np.zeros(0, np.int64)
+MIN_LATE_COUNT = 2  # one delay is a hiccup, never a pattern
 
 
 @dataclass
@@ -41,7 +65,7 @@ class LateCollective:
     instance: int
     kind: str
     group: str
-    late_ns: int  # after the median arrival of the instance's members
+    late_ns: int  # after the median arrival of the instance's other members
 
 
 @dataclass
@@ -49,13 +73,34 @@ class RankLateness:
     rank: int  # global rank
     rank_index: int  # index into job.ranks
     n_collectives: int  # group collectives (not point-to-point) this rank took part in
-    n_late: int  # of which it arrived late (beyond the threshold)
+    n_late: int  # of which it arrived late by its own doing (beyond the threshold)
     mean_late_ns: float  # mean lateness over the late ones (0 when none)
     max_late_ns: int
-    iteration_late_ns: int  # worst excess of an iteration over that iteration's median over ranks
+    iteration_late_ns: int  # worst excess of an iteration over that iteration's median over peers
     worst: list[LateCollective] = field(default_factory=list)  # latest first, a few
     flagged: bool = False
-    why: str = ""
+    why: str = ""  # the reason, as in ``reason`` (kept for the overview's tooltip)
+    slowdown: float = float("nan")  # median excess of its own work between collectives (0.05: 5 %)
+    z: float = float("nan")  # robust z-score of the slowdown among the ranks
+    p_value: float = 1.0  # the smaller of the two tests' (before Bonferroni)
+    p_late: float = 1.0  # the repeated-delay test's alone
+    cause: str = ""  # "compute", "host" or "" (not flagged)
+    reason: str = ""  # how late, where, compute or host; or why it is not flagged
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "rank": self.rank,
+            "flagged": self.flagged,
+            "reason": self.reason,
+            "cause": self.cause,
+            "collectives": self.n_collectives,
+            "late": self.n_late,
+            "mean_late_us": round(self.mean_late_ns / 1e3, 1),
+            "max_late_us": round(self.max_late_ns / 1e3, 1),
+            "slowdown": None if np.isnan(self.slowdown) else round(self.slowdown, 4),
+            "z": None if np.isnan(self.z) else round(self.z, 2),
+            "p_value": float(f"{self.p_value:.3g}"),
+        }
 
 
 @dataclass
@@ -63,43 +108,35 @@ class StragglerReport:
     threshold_ns: int
     median_iteration_ns: int
     ranks: list[RankLateness]  # every rank, job order
+    iteration_spread_ns: float = 0.0  # standard deviation of the steady iterations (0: unknown)
 
     @property
     def flagged(self) -> list[RankLateness]:
-        """The stragglers, latest first."""
+        """The stragglers, most delayed first."""
         return sorted(
-            (r for r in self.ranks if r.flagged), key=lambda r: -max(r.max_late_ns, r.iteration_late_ns)
+            (r for r in self.ranks if r.flagged),
+            key=lambda r: (-np.nan_to_num(r.slowdown), -r.n_late * r.mean_late_ns, -r.iteration_late_ns),
         )
 
+    def as_dict(self) -> dict[str, Any]:
+        """What ``lumos replay --json`` prints under ``stragglers``."""
+        return {
+            "flagged": [r.rank for r in self.flagged],
+            "threshold_us": round(self.threshold_ns / 1e3, 1),
+            "median_iteration_ms": round(self.median_iteration_ns / 1e6, 3),
+            "iteration_spread_ms": round(self.iteration_spread_ns / 1e6, 3),
+            "ranks": [r.as_dict() for r in self.ranks if r.flagged or r.n_late],
+            "definition": DEFINITION,
+        }
 
-def arrival_lateness(job: Job) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(rank index, instance, lateness ns) of every group-collective arrival with two or more members."""
-    match = job.collective_match
-    if match is None or match.n_instances == 0:
-        empty = np.zeros(0, np.int64)
-        return empty, empty, empty
-    who, inst_l, start_l = [], [], []
-    for ri, t in enumerate(job.ranks):
-        inst = match.instance.get(t.rank)
-        if inst is None or len(inst) == 0:
-            continue
-        ok = inst >= 0
-        ok &= ~np.isin(match.kind[np.maximum(inst, 0)], _P2P)
-        inst_l.append(inst[ok].astype(np.int64))
-        start_l.append(t.start[t.collectives.event[ok]].astype(np.int64))
-        who.append(np.full(int(ok.sum()), ri, np.int64))
-    if not inst_l:
-        empty = np.zeros(0, np.int64)
-        return empty, empty, empty
-    inst, start, who_a = np.concatenate(inst_l), np.concatenate(start_l), np.concatenate(who)
-    order = np.lexsort((start, inst))
-    inst, start, who_a = inst[order], start[order], who_a[order]
-    heads = np.flatnonzero(np.r_[True, inst[1:] != inst[:-1]]) if len(inst) else np.zeros(0, np.int64)
-    counts = np.diff(np.r_[heads, len(inst)])
-    median = start[heads + (counts - 1) // 2]  # lower median: the arrivals are sorted per instance
-    seg = np.repeat(np.arange(len(heads)), counts)
-    keep = counts[seg] >= 2
-    return who_a[keep], inst[keep], (start - median[seg])[keep]
+
+DEFINITION = (
+    "flagged: its compute kernels are slower than the same kernels on its peers (robust z > 3.5 "
+    "among the ranks, sign test p < 1 % / ranks, at least 1 %) and it arrives after the other "
+    "members more often than not (sign test); or it arrives late by its own doing (> max(50 µs, 1 % "
+    "of the iteration)) more often than the other ranks do (binomial test, p < 1 % / ranks, 2 or "
+    "more times) by more per iteration than the iterations' own spread"
+)
 
 
 def peer_sets(job: Job, who: np.ndarray, inst: np.ndarray) -> np.ndarray:
@@ -130,72 +167,197 @@ def peer_sets(job: Job, who: np.ndarray, inst: np.ndarray) -> np.ndarray:
     return np.asarray([find(i) for i in range(n)])
 
 
-def iteration_excess(job: Job, peers: np.ndarray | None = None) -> tuple[np.ndarray, int]:
-    """Per rank index: the worst (iteration time − that iteration's median over the rank's peers),
-    and the median iteration time of the job (0 without iterations). Steady iterations only: the
-    last one ends with its own activity, which differs between pipeline stages."""
+def iteration_excess(job: Job, peers: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, int, float]:
+    """Per rank index: the worst and the least (iteration time − that iteration's median over the
+    rank's peers) over its steady iterations; the job's median iteration time (0 without
+    iterations) and its iteration spread (standard deviation of each rank's iterations around the
+    rank's mean, pooled; 0 when unknown)."""
     peers = peers if peers is not None else np.zeros(len(job.ranks), int)
     names: dict[tuple[str, int], list[tuple[int, int]]] = {}
+    dev, dof = 0.0, 0
     for ri, t in enumerate(job.ranks):
-        if not t.iterations:
-            continue
-        for w in steady_windows(t):
+        wins = steady_windows(t) if t.iterations else []
+        d = np.asarray([w.end - w.start for w in wins], float)
+        if len(d) >= 2:
+            dev += float(((d - d.mean()) ** 2).sum())
+            dof += len(d) - 1
+        for w in wins:
             names.setdefault((w.name, int(peers[ri])), []).append((ri, int(w.end - w.start)))
-    excess = np.zeros(len(job.ranks), np.int64)
+    worst = np.zeros(len(job.ranks), np.int64)
+    least = np.full(len(job.ranks), np.iinfo(np.int64).max)
     durs = [d for rows in names.values() for _ri, d in rows]
     for rows in names.values():
         if len(rows) < 2:
             continue
         med = int(np.median([d for _ri, d in rows]))
         for ri, d in rows:
-            excess[ri] = max(excess[ri], d - med)
-    return excess, int(np.median(durs)) if durs else 0
+            worst[ri] = max(worst[ri], d - med)
+            least[ri] = min(least[ri], d - med)
+    least[least == np.iinfo(np.int64).max] = 0
+    spread = float(np.sqrt(dev / dof)) if dof else 0.0
+    return worst, least, int(np.median(durs)) if durs else 0, spread
 
 
 def find_stragglers(job: Job, worst_per_rank: int = 5) -> StragglerReport:
-    """Lateness of every rank and the flagged stragglers (see the module docstring)."""
-    who, inst, late = arrival_lateness(job)
-    excess, med_iter = iteration_excess(job, peer_sets(job, who, inst))
+    """Evidence for every rank and the flagged stragglers (see the module docstring)."""
+    a = arrivals(job)
+    peers = peer_sets(job, a.who, a.inst)
+    worst_it, least_it, med_iter, spread = iteration_excess(job, peers)
+    n_iter = max(1, int(np.median([len(steady_windows(t)) if t.iterations else 1 for t in job.ranks] or [1])))
     threshold = max(MIN_LATE_NS, int(REL_LATE * med_iter))
-    match = job.collective_match
     n_ranks = len(job.ranks)
-    n_coll = np.bincount(who, minlength=n_ranks)
-    is_late = late > threshold
-    n_late = np.bincount(who[is_late], minlength=n_ranks)
-    sum_late = np.bincount(who[is_late], weights=late[is_late], minlength=n_ranks)
+    bound = ALPHA / max(n_ranks, 1)
+    n_coll = np.bincount(a.who, minlength=n_ranks)
+    is_late = a.own > threshold
+    n_late = np.bincount(a.who[is_late], minlength=n_ranks)
+    sum_late = np.bincount(a.who[is_late], weights=a.own[is_late], minlength=n_ranks)
     max_late = np.zeros(n_ranks, np.int64)
-    if len(who):
-        np.maximum.at(max_late, who, late)
+    if len(a.who):
+        np.maximum.at(max_late, a.who, a.own)
+    families = [event_families(t) for t in job.ranks]
+    slow, z, p_kernel, p_arrive = _slowdowns(job, a, peers, families)
+    p_sign = np.maximum(p_kernel, p_arrive)
+    compute = compute_per_iteration(job, families)
+    rows = np.flatnonzero(is_late)
+    rows = rows[np.argsort(a.who[rows], kind="stable")]
+    heads = np.flatnonzero(np.r_[True, a.who[rows][1:] != a.who[rows][:-1]]) if len(rows) else rows
+    late_rows = {int(a.who[rows[h]]): part for h, part in zip(heads.tolist(), np.split(rows, heads[1:]))}
     out = []
     for ri, t in enumerate(job.ranks):
-        worst: list[LateCollective] = []
-        if n_late[ri]:
-            mine = np.flatnonzero((who == ri) & is_late)
-            for k in mine[np.argsort(-late[mine], kind="stable")][:worst_per_rank]:
-                i = int(inst[k])
-                worst.append(
-                    LateCollective(i, CollectiveKind(int(match.kind[i])).label, match.group[i], int(late[k]))
-                )
-        reasons = []
-        if n_coll[ri] and n_late[ri] >= max(1, MIN_LATE_SHARE * n_coll[ri]):
-            reasons.append(
-                f"late at {n_late[ri]} of {n_coll[ri]} collectives, by {sum_late[ri] / n_late[ri] / 1e3:,.0f} µs "
-                f"on average (up to {max_late[ri] / 1e3:,.0f} µs)"
-            )
-        if excess[ri] > threshold:
-            reasons.append(f"an iteration {excess[ri] / 1e3:,.0f} µs longer than the median")
-        out.append(
-            RankLateness(
-                rank=t.rank,
-                rank_index=ri,
-                n_collectives=int(n_coll[ri]),
-                n_late=int(n_late[ri]),
-                mean_late_ns=float(sum_late[ri] / n_late[ri]) if n_late[ri] else 0.0,
-                max_late_ns=int(max(max_late[ri], 0)),
-                iteration_late_ns=int(max(excess[ri], 0)),
-                worst=worst,
-                flagged=bool(reasons),
-                why="; ".join(reasons),
-            )
+        mine = late_rows.get(ri, _NONE)
+        others_n = len(a.who) - n_coll[ri]
+        p0 = (int(is_late.sum()) - n_late[ri] + 1) / (others_n + 2)
+        p_late = binomial_tail(int(n_late[ri]), int(n_coll[ri]), p0) if n_coll[ri] else 1.0
+        per_iter = sum_late[ri] / n_iter
+        persistent = bool(z[ri] > MIN_Z and slow[ri] >= REL_LATE and p_sign[ri] < bound)
+        delayed = bool(
+            n_late[ri] >= MIN_LATE_COUNT and p_late < bound and per_iter > max(spread, REL_LATE * med_iter)
         )
-    return StragglerReport(threshold_ns=threshold, median_iteration_ns=med_iter, ranks=out)
+        alone = bool(
+            n_coll[ri] == 0
+            and len(steady_windows(t) if t.iterations else []) >= 2
+            and least_it[ri] > max(threshold, spread)
+        )
+        rl = RankLateness(
+            rank=t.rank,
+            rank_index=ri,
+            n_collectives=int(n_coll[ri]),
+            n_late=int(n_late[ri]),
+            mean_late_ns=float(sum_late[ri] / n_late[ri]) if n_late[ri] else 0.0,
+            max_late_ns=int(max(max_late[ri], 0)),
+            iteration_late_ns=int(max(worst_it[ri], 0)),
+            worst=_worst(job, a, mine, worst_per_rank),
+            flagged=persistent or delayed or alone,
+            slowdown=float(slow[ri]),
+            z=float(z[ri]),
+            p_value=float(min(p_sign[ri], p_late)),
+            p_late=float(p_late),
+        )
+        extra = 0.0
+        if persistent:
+            rl.cause = "compute"
+        elif rl.flagged:
+            rl.cause, extra = _cause(compute, peers, ri, per_iter)
+        rl.reason = _reason(
+            rl, (persistent, delayed, alone), job, a, mine, (per_iter, spread, extra), bound, least_it[ri]
+        )
+        rl.why = rl.reason if rl.flagged else ""
+        out.append(rl)
+    return StragglerReport(threshold, med_iter, out, spread)
+
+
+def _slowdowns(
+    job: Job, a: Any, peers: np.ndarray, families: list[np.ndarray]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per rank: how much slower its kernels are than the same kernels elsewhere, the robust z-score
+    of that among the ranks, the kernel sign test's p, and the arrival sign test's p (later than the
+    other members' median more often than not)."""
+    n_ranks = len(job.ranks)
+    slow, p_kernel = kernel_slowdowns(job, peers, families)
+    z = np.full(n_ranks, np.nan)
+    known = np.flatnonzero(~np.isnan(slow))
+    if len(known) >= 4:
+        for ri in known.tolist():  # leave-one-out: a rank does not widen the spread it is judged by
+            rest = slow[known[known != ri]]
+            z[ri] = (slow[ri] - float(np.median(rest))) / max(robust_scale(rest), MIN_SCALE)
+    p_arrive = np.ones(n_ranks)
+    n = np.bincount(a.who, minlength=n_ranks)
+    after = np.bincount(a.who[a.late > 0], minlength=n_ranks)
+    moved = np.bincount(a.who[a.late != 0], minlength=n_ranks)
+    for ri in np.flatnonzero(n >= MIN_SAMPLES).tolist():
+        p_arrive[ri] = binomial_tail(int(after[ri]), int(moved[ri]), 0.5)
+    return slow, z, p_kernel, p_arrive
+
+
+def _worst(job: Job, a: Any, mine: np.ndarray, k: int) -> list[LateCollective]:
+    match = job.collective_match
+    got = []
+    for j in mine[np.argsort(-a.own[mine], kind="stable")][:k]:
+        i = int(a.inst[j])
+        got.append(LateCollective(i, CollectiveKind(int(match.kind[i])).label, match.group[i], int(a.own[j])))
+    return got
+
+
+def _cause(compute: np.ndarray, peers: np.ndarray, ri: int, cost_ns: float) -> tuple[str, float]:
+    """("compute", extra ns) when the rank's GPU compute per iteration exceeds its peers' median by
+    half or more of what its lateness costs per iteration, else ("host", extra): the GPU was not
+    what kept it (launches, data loading, Python)."""
+    same = (peers == peers[ri]) & ~np.isnan(compute)
+    same[ri] = False
+    if not same.any():
+        same = ~np.isnan(compute)
+        same[ri] = False
+    if np.isnan(compute[ri]) or not same.any():
+        return "host", 0.0
+    extra = compute[ri] - float(np.median(compute[same]))
+    return ("compute" if extra >= 0.5 * cost_ns else "host"), extra
+
+
+def _where(job: Job, a: Any, rows: np.ndarray) -> str:
+    match = job.collective_match
+    count = Counter(
+        f"{CollectiveKind(int(match.kind[i])).label} [{match.group[i]}]" for i in a.inst[rows].tolist()
+    )
+    return ", ".join(f"{k} ×{n}" for k, n in count.most_common(3))
+
+
+def _reason(
+    rl: RankLateness,
+    tests: tuple[bool, bool, bool],
+    job: Job,
+    a: Any,
+    mine: np.ndarray,
+    costs: tuple[float, float, float],
+    bound: float,
+    least_it: int,
+) -> str:
+    """The first column of the Stragglers table: the cause, by how much, and where."""
+    persistent, delayed, alone = tests
+    per_iter, spread, extra = costs
+    if persistent:
+        later = np.flatnonzero((a.who == rl.rank_index) & (a.late > 0))
+        return (
+            f"compute: kernels {100 * rl.slowdown:.1f} % slower than the same kernels on other ranks "
+            f"(z {rl.z:.1f}); later than the others at {len(later)} of {rl.n_collectives} collectives "
+            f"({_where(job, a, later)})"
+        )
+    if delayed:
+        cause = (
+            f"compute: {extra / 1e6:+.2f} ms of GPU kernels per iteration beside its peers"
+            if rl.cause == "compute"
+            else "host side (its GPU work is as its peers')"
+        )
+        return (
+            f"{cause}; late at {rl.n_late} of {rl.n_collectives} collectives by "
+            f"{rl.mean_late_ns / 1e3:,.0f} µs on average ({_where(job, a, mine)}): "
+            f"{per_iter / 1e6:.2f} ms per iteration, the iterations' own spread is {spread / 1e6:.2f} ms"
+        )
+    if alone:
+        return f"every iteration at least {least_it / 1e3:,.0f} µs longer than its peers' median"
+    if rl.n_late:
+        return (
+            f"not a straggler: late at {rl.n_late} of {rl.n_collectives} collectives, within what "
+            f"the other ranks show (p {rl.p_late:.2g}, needs < {bound:.2g} and more per iteration "
+            "than the iteration spread)"
+        )
+    return ""

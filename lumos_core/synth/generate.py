@@ -146,7 +146,7 @@ class _Job:
             group_size=(tp.size, dp.size),
             peers=peers,
             start_ns=50_000 + int(unit_hash(seed, 3, rank) * START_SKEW_NS),
-            gpu_speed=1.0 + (2 * unit_hash(seed, 4, rank) - 1) * 0.01,
+            gpu_speed=(1.0 + (2 * unit_hash(seed, 4, rank) - 1) * 0.01) * cfg.speed_factor(rank),
         )
 
     def instances_per_rank(self, stage: int) -> int:

@@ -181,6 +181,8 @@ class SynthConfig:
     # The CPU blocks on each pipeline transfer (DeepSpeed's pipeline engine: synchronous send/recv)
     # instead of queueing it on a stream and running ahead (Megatron-LM). Trace-free only.
     p2p_blocks_cpu: bool = False
+    # ground truth for straggler detection: (rank, factor) pairs, that rank's kernels factor x longer
+    slow_ranks: tuple[tuple[int, float], ...] = ()
 
     def __post_init__(self) -> None:
         if self.microbatches == 0:
@@ -251,6 +253,15 @@ class SynthConfig:
         get_gpu(self.gpu)  # raises ConfigError for unknown GPUs
         if self.bucket_params < 1:
             raise ConfigError("bucket size must be >= 1 parameter")
+        for r, f in self.slow_ranks:
+            if not (0 <= r < self.world_size and f > 0):
+                raise ConfigError(
+                    f"--slow-rank {r}:{f}: the rank must be in 0-{self.world_size - 1}, the factor > 0"
+                )
+
+    def speed_factor(self, rank: int) -> float:
+        """How much longer ``rank``'s kernels run than its GPU's own speed gives (``--slow-rank``)."""
+        return next((float(f) for r, f in self.slow_ranks if r == rank), 1.0)
 
     # ---- rank layout (Megatron order tp-dp-pp: TP fastest) ----
     def coords(self, rank: int) -> tuple[int, int, int]:
@@ -263,6 +274,8 @@ class SynthConfig:
     # ---- JSON ----
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
+        if not self.slow_ranks:
+            del d["slow_ranks"]  # the usual job's JSON (and demo cache key) as before the option
         d["world_size"] = self.world_size
         return d
 
@@ -270,4 +283,5 @@ class SynthConfig:
     def from_json(cls, d: dict[str, Any]) -> SynthConfig:
         fields = {k: v for k, v in d.items() if k in cls.__dataclass_fields__}
         fields["model"] = ModelSpec(**fields["model"])
+        fields["slow_ranks"] = tuple(tuple(x) for x in fields.get("slow_ranks", ()))
         return cls(**fields)

@@ -48,6 +48,9 @@ def read_trace_json(path: str | Path, notes: list[str] | None = None) -> Any:
             raise TraceError(f"gzip data is truncated or corrupt ({exc})", str(p)) from None
     if not data.strip():
         raise TraceError("file is empty", str(p))
+    not_json = _not_json(data)
+    if not_json:
+        raise TraceError(f"not valid JSON, so not a Kineto trace: {not_json}", str(p))
     try:
         return orjson.loads(data)
     except orjson.JSONDecodeError as exc:
@@ -74,6 +77,33 @@ def read_trace_json(path: str | Path, notes: list[str] | None = None) -> Any:
     elif p.suffix == ".gz" and data[:1] not in (b"{", b"["):
         hint = " - named .gz but is not gzip data"
     raise TraceError(f"not valid JSON: {first_error.msg} at byte {first_error.pos}{hint}", str(p))
+
+
+_SIGNATURES = {  # what a file that is not JSON most often is
+    b"\x89PNG": "a PNG image",
+    b"\xff\xd8\xff": "a JPEG image",
+    b"GIF8": "a GIF image",
+    b"%PDF": "a PDF document",
+    b"PK\x03\x04": "a zip archive",
+    b"\x28\xb5\x2f\xfd": "zstd-compressed data",
+    b"BZh": "bzip2-compressed data",
+    b"\xfd7zXZ": "xz-compressed data",
+    b"\x7fELF": "a program (ELF)",
+    b"SQLite format": "an SQLite database",
+}
+
+
+def _not_json(data: bytes) -> str:
+    """Why ``data`` cannot be a JSON document (its first bytes say what it is), or "" when it may be."""
+    head = data[:64].lstrip(b"\xef\xbb\xbf \t\r\n")
+    if head[:1] in (b"{", b"["):
+        return ""
+    for sig, what in _SIGNATURES.items():
+        if head.startswith(sig):
+            return f"the file is {what}"
+    if head[:1] and (head[:1] < b" " or head[:1] > b"~"):
+        return "the file starts with binary data, not with '{'"
+    return ""
 
 
 def parse_trace_file(path: str | Path) -> RankTrace:
