@@ -148,3 +148,16 @@ def test_the_worked_example_runs_on_the_nanogpt_traces(monkeypatch: pytest.Monke
     assert ns["sweep"].to_pandas()["dp"].tolist() == [8, 16, 32, 64]
     assert ns["diff"].to_dict()["b"]["ranks"] == 16
     assert len(ns["idle"]) > 0
+
+
+def test_the_app_keeps_one_estimator_while_baseline_and_profile_stay(base: lumos_core.Job) -> None:
+    pytest.importorskip("PySide6")
+    from app.whatif.runner import GraphCache
+    from lumos_core.progress import no_progress
+    from lumos_core.whatif.baseline import infer_baseline
+
+    cache = GraphCache(base.data, graph=base.graph)
+    graph = cache.get(no_progress)
+    kept = cache.estimator(graph, base.baseline, None)
+    assert cache.estimator(graph, base.baseline, None) is kept
+    assert cache.estimator(graph, infer_baseline(base.data, {"layers": 8}), None) is not kept
