@@ -42,6 +42,7 @@ from lumos_core.perf.profile import HardwareProfile
 from lumos_core.progress import Progress, scaled
 from lumos_core.replay.idle import stalls_note
 from lumos_core.replay.run import ReplayResult, replay
+from lumos_core.sweep.engines import SweepContext
 from lumos_core.sweep.point import GridRow
 from lumos_core.sweep.run import SweepReport, run_axis
 from lumos_core.trace.loader import load_job
@@ -236,6 +237,8 @@ def sweep_work(
 ) -> Callable[..., SweepReport]:
     def work(progress: Progress, _on_file: object) -> SweepReport:
         graph = cache.get(scaled(progress, 0.0, 0.15))
+        context = SweepContext(loaded.job, graph, baseline, profile)
+        context.kept = cache.estimator(graph, baseline, profile)  # the estimates' own
         return run_axis(
             loaded.job,
             knob,
@@ -245,6 +248,7 @@ def sweep_work(
             graph=graph,
             progress=scaled(progress, 0.15, 1.0),
             profile=profile,
+            context=context,
         )
 
     return work

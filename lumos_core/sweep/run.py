@@ -141,11 +141,13 @@ def run_axis(
     graph: ExecutionGraph | None = None,
     progress: Progress = no_progress,
     profile: HardwareProfile | None = None,
+    context: SweepContext | None = None,
 ) -> SweepReport:
     """Sweep one knob: the one-axis grid ``knob=values`` (``fixed`` held), estimated in this
     thread one value after another (:class:`~lumos_core.sweep.engines.InProcessEngine`). Its rows
     are those of ``lumos sweep --grid KNOB=VALUES`` and each is what ``lumos estimate --KNOB VALUE``
-    prints; a value that is not a valid configuration becomes a skipped row with the reason."""
+    prints; a value that is not a valid configuration becomes a skipped row with the reason.
+    ``context``: as for :func:`run_grid` (a caller's kept estimator)."""
     grid = axis_grid(knob, values, fixed)
     return run_grid(
         job,
@@ -155,4 +157,5 @@ def run_axis(
         graph=graph,
         progress=progress,
         profile=profile,
+        context=context,
     )
