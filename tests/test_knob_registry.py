@@ -6,9 +6,14 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
+import os
 import pickle
+import subprocess
+import sys
 
 import pytest
+from conftest import REPO
 
 from lumos_core import cli
 from lumos_core.commands.common import add_knob_arguments, knob_values
@@ -147,3 +152,52 @@ def test_the_app_form_shows_every_knob_once_in_its_group() -> None:
 def _form_order(name: str) -> tuple[int, int]:
     k = reg.KNOB[name]
     return reg.GROUPS.index(k.group), reg.REGISTRY.index(k)
+
+
+ADD_A_KNOB = """
+import dataclasses, json, sys
+import lumos_core.whatif.knob_registry as reg
+sp = reg.Knob(name="sp", type=bool, default=False, group="Parallelism", label="Sequence parallel (SP)",
+              short="SP", help="shard activations along the sequence over TP", rules=())
+reg.REGISTRY = (*reg.REGISTRY, sp)
+reg.KNOB["sp"] = sp
+# everything below is generated from the registry: nothing else knows the knob
+from lumos_core import cli
+from lumos_core.sweep.grid import parse_grid
+from lumos_core.trace.loader import load_job
+from lumos_core.whatif.config import JobConfig
+from lumos_core.whatif.estimate import estimate
+from lumos_core.whatif.knobs import format_changes, parse_changes
+out = {}
+out["field"] = [f.name for f in dataclasses.fields(JobConfig)][-1]
+out["parsed"] = parse_changes("dp=2,sp=on")
+out["text"] = format_changes({"sp": True, "dp": 2})
+args = cli.build_parser({"estimate"}).parse_args(["estimate", "x", "--no-sp"])
+out["cli"] = args.sp
+out["grid"] = parse_grid("sp=true,false").points()
+r = estimate(load_job(sys.argv[1], workers=1), {"sp": True})
+out["label"] = r.predicted.config.label(r.baseline.config)
+out["notes"] = [n for n in r.notes if n.startswith("sp=")]
+try:
+    from app.whatif.config_panel import GROUPS
+    out["app"] = [k for _, knobs in GROUPS for k, _, _ in knobs if k == "sp"]
+except ImportError:
+    out["app"] = ["sp"]
+print(json.dumps(out))
+"""
+
+
+def test_a_knob_added_to_the_registry_alone_reaches_every_part() -> None:
+    env = {**os.environ, "QT_QPA_PLATFORM": "offscreen", "PYTHONPATH": str(REPO)}
+    run = subprocess.run(
+        [sys.executable, "-c", ADD_A_KNOB, str(REPO / "tests" / "data" / "cpu-gpt" / "base")],
+        capture_output=True, text=True, cwd=REPO, env=env, timeout=300,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    got = json.loads(run.stdout.strip().splitlines()[-1])
+    assert got["field"] == "sp" and got["parsed"] == {"dp": 2, "sp": True} and got["text"] == "dp=2,sp=true"
+    assert got["cli"] is False and got["grid"] == [{"sp": True}, {"sp": False}]
+    assert got["label"] == "SP True" and got["app"] == ["sp"]
+    assert got["notes"] == [
+        "sp=true: no re-timing rule for this knob yet; the predicted time does not include its effect"
+    ]

@@ -1,7 +1,7 @@
 """The layout is the pipeline: each folder of lumos_core is one stage and imports run one way.
 
     base (errors, progress, jit, os_memory, rank_threads)
-      <- trace <- perf <- graph <- replay <- whatif <- sweep, compare <- commands <- cli
+      <- trace <- perf <- graph <- replay <- whatif <- sweep, compare <- api <- commands <- cli
     synth stands beside graph: it uses perf and trace only.
     app (the desktop) is above all of lumos_core; lumos_core never imports it (test_architecture).
 
@@ -38,10 +38,11 @@ LEVEL = {
     "whatif": 5,
     "sweep": 6,
     "compare": 6,
-    "commands": 7,
-    "cli": 8,
-    "__main__": 9,
-    "__init__": 9,  # lumos_core/__init__.py: the package's public names
+    "api": 7,  # the public Python API: what the CLI, the app and notebooks call
+    "commands": 8,
+    "cli": 9,
+    "__main__": 10,
+    "__init__": 10,  # lumos_core/__init__.py: the package's public names
 }
 # Stages on one level that must not import each other (beside each other, not above).
 SIBLINGS = [{"graph", "synth"}, {"sweep", "compare"}]

@@ -1,7 +1,9 @@
 """Run replays, estimates and sweeps of the open job in the background, one at a time.
 
 :class:`WhatIfRunner` owns the job's baseline, a cache of its execution graph (built once, then
-passed to every ``replay``/``estimate`` as ``graph=``) and the queue of requests. Two ways in:
+passed to every ``replay``/``estimate`` as ``graph=``) and of its
+:class:`~lumos_core.api.Estimator` (the traced configuration replayed once for every estimate
+while the baseline and the hardware profile stay the same), and the queue of requests. Two ways in:
 
 * :meth:`WhatIfRunner.request` (a click): the new request *supersedes* whatever runs or waits: the
   running task is cancelled (its progress callback raises ``Cancelled``) and its result, should it
@@ -13,7 +15,7 @@ passed to every ``replay``/``estimate`` as ``graph=``) and the queue of requests
 
 Every number comes from the same engine calls as the CLI (``replay(..., critical_paths=False)``:
 the same iterations and errors as ``lumos replay``, without the critical-path walk the app does not
-show; ``estimate(job, changes, baseline=...)``: exactly ``lumos estimate --json``).
+show; ``Estimator.estimate(changes)``: exactly ``lumos estimate --json``).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from PySide6.QtCore import QObject, Signal
 from app.jobs import BackgroundTask
 from app.loaded_job import LoadedJob, infer_job_baseline
 from app.timeline.overlay_data import PredictedOverlay, build_overlay
+from lumos_core.api import Estimator
 from lumos_core.compare.validate import prediction_scenario, validate_jobs
 from lumos_core.graph.build import build_graph
 from lumos_core.graph.model import ExecutionGraph
@@ -39,12 +42,13 @@ from lumos_core.progress import Progress, scaled
 from lumos_core.replay.idle import stalls_note
 from lumos_core.replay.run import ReplayResult, replay
 from lumos_core.replay.warm_up import warm_up
+from lumos_core.sweep.engines import SweepContext
 from lumos_core.sweep.point import GridRow
 from lumos_core.sweep.run import SweepReport, run_axis
 from lumos_core.trace.loader import load_job
 from lumos_core.trace.model import Job, RankTrace
 from lumos_core.whatif.config import Baseline
-from lumos_core.whatif.estimate import EstimateResult, estimate
+from lumos_core.whatif.estimate import EstimateResult
 from lumos_core.whatif.knobs import format_changes
 from lumos_core.whatif.scenario import ScenarioSummary, summarize_estimate, summarize_replay
 
@@ -123,6 +127,7 @@ class GraphCache:
         self.graph: ExecutionGraph | None = None if keep_stalls else graph  # one built at load
         self.build_s = 0.0
         self._lock = threading.Lock()
+        self._estimator: Estimator | None = None
 
     def get(self, progress: Progress) -> ExecutionGraph:
         with self._lock:
@@ -136,6 +141,17 @@ class GraphCache:
             else:
                 progress(1.0, "execution graph ready")
             return self.graph
+
+    def estimator(
+        self, graph: ExecutionGraph, baseline: Baseline, profile: HardwareProfile | None
+    ) -> Estimator:
+        """The job's estimator for ``baseline`` and ``profile``: kept while both stay the same
+        objects, so the traced configuration is replayed once for all their estimates."""
+        with self._lock:
+            e = self._estimator
+            if e is None or e.graph is not graph or e.baseline is not baseline or e.profile is not profile:
+                e = self._estimator = Estimator(self.job, baseline=baseline, graph=graph, profile=profile)
+            return e
 
 
 # ---------------------------------------------------------------- work (runs on a worker thread)
@@ -179,14 +195,8 @@ def estimate_work(
         progress: Progress, _on_file: object
     ) -> tuple[ScenarioSummary, EstimateResult, PredictedOverlay]:
         graph = cache.get(scaled(progress, 0.0, 0.3))
-        result = estimate(
-            loaded.job,
-            changes,
-            baseline=baseline,
-            graph=graph,
-            progress=scaled(progress, 0.3, 0.85),
-            profile=profile,
-        )
+        estimator = cache.estimator(graph, baseline, profile)
+        result = estimator.estimate(changes, progress=scaled(progress, 0.3, 0.85))
         progress(0.88, "summarising the prediction")
         summary = summarize_estimate(loaded.job, result, changes, name)
         if note := stalls_note(cache.keep_stalls, graph.unexplained_ns):
@@ -227,6 +237,8 @@ def sweep_work(
 ) -> Callable[..., SweepReport]:
     def work(progress: Progress, _on_file: object) -> SweepReport:
         graph = cache.get(scaled(progress, 0.0, 0.15))
+        context = SweepContext(loaded.job, graph, baseline, profile)
+        context.kept = cache.estimator(graph, baseline, profile)  # the estimates' own
         return run_axis(
             loaded.job,
             knob,
@@ -236,6 +248,7 @@ def sweep_work(
             graph=graph,
             progress=scaled(progress, 0.15, 1.0),
             profile=profile,
+            context=context,
         )
 
     return work

@@ -8,8 +8,9 @@ from typing import Any
 
 import orjson
 
+from lumos_core.api import Job
 from lumos_core.commands.common import report_load_problems, terminal_progress
-from lumos_core.compare.diff import BREAKDOWN_KEYS, JobDiff, diff_jobs
+from lumos_core.compare.diff import BREAKDOWN_KEYS, JobDiff
 from lumos_core.trace.loader import load_job
 
 DESCRIPTION = """Compare two measured jobs (trace folders or files), of any configuration: iteration
@@ -67,11 +68,11 @@ def dump_json(d: dict[str, Any]) -> None:
 
 def run(args: argparse.Namespace) -> int:
     a, b = load_pair(args)
-    d = diff_jobs(a, b)
+    d = Job(a).diff(Job(b))
     if args.json:
-        dump_json(d.as_dict())
+        dump_json(d.to_dict())
     else:
-        print(format_diff(d, args.limit))
+        print(format_diff(d.result, args.limit))
     return 0
 
 

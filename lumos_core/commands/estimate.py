@@ -10,6 +10,7 @@ from typing import Any
 
 import orjson
 
+from lumos_core.api import Job
 from lumos_core.commands.common import (
     SYNTHETIC_NOTE,
     add_baseline_arguments,
@@ -27,12 +28,11 @@ from lumos_core.perf.kernel_curves import profile_curves
 from lumos_core.progress import scaled
 from lumos_core.replay.idle import stalls_note
 from lumos_core.trace.loader import load_job
-from lumos_core.trace.model import Job
+from lumos_core.trace.model import Job as TracedJob
 from lumos_core.trace.overlap_slowdown import measure_overlap_slowdown
-from lumos_core.whatif.baseline import group_roles, infer_baseline
+from lumos_core.whatif.baseline import group_roles
 from lumos_core.whatif.config import Baseline, JobConfig, check
-from lumos_core.whatif.estimate import EstimateResult, estimate, predict_memory_or_note
-from lumos_core.whatif.export import write_job
+from lumos_core.whatif.estimate import EstimateResult, predict_memory_or_note
 from lumos_core.whatif.memory_model import MemoryPrediction
 from lumos_core.whatif.retime import comm_model_from_trace
 from lumos_core.whatif.retime.compute import fit_gemm_curve
@@ -87,10 +87,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    job = load_from_args(args, load_job)
-    baseline = infer_baseline(job, baseline_overrides(args))
+    job = Job(
+        load_from_args(args, load_job),
+        baseline=baseline_overrides(args),
+        profile=profile_from_args(args),
+        keep_stalls=args.keep_stalls,
+    )
+    baseline = job.baseline
     if args.show_baseline:
-        curves = fitted_models(job, baseline)
+        curves = fitted_models(job.data, baseline)
         if args.json:
             out = {**baseline.as_dict(), "fitted_models": curves}
             # the fitted curves hold numpy floats
@@ -106,44 +111,26 @@ def run(args: argparse.Namespace) -> int:
     config = baseline.config.with_changes(**changes)
     check(config, baseline)
     if args.memory_only:
-        return _memory_only(job, baseline, config, args.json)
+        return _memory_only(job.data, baseline, config, args.json)
     progress = terminal_progress(not args.quiet)
-    graph = build_graph(job, progress=scaled(progress, 0.0, 0.4), absorb_unexplained=args.keep_stalls)
-    result = estimate(
-        job,
-        config,
-        baseline=baseline,
-        progress=scaled(progress, 0.4, 1.0),
-        profile=profile_from_args(args),
-        graph=graph,
-    )
+    job.build_graph(scaled(progress, 0.0, 0.4))
+    report = job.estimate(progress=scaled(progress, 0.4, 1.0), **changes)
     if args.out is not None:
-        write_job(
-            result.timeline,
-            result.represents,
-            args.out,
-            result.world_size,
-            config=config,
-            roles=group_roles(job)[0],
-            overwrite=args.force,
-            extra={"lumos_estimate_config": config.as_dict()},
-            progress=terminal_progress(not args.quiet),
-        )
+        roles = group_roles(job.data)[0]
+        report.export(args.out, roles=roles, overwrite=args.force, progress=terminal_progress(not args.quiet))
     if args.json:
-        d = result.as_dict()
-        d["stalls_kept"] = args.keep_stalls
-        d["synthetic"] = job.is_synthetic
+        d = report.to_dict()
         if args.out is not None:
             d["out"] = str(args.out)
         sys.stdout.write(
             orjson.dumps(d, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode() + "\n"
         )
     else:
-        print(format_estimate(result, args.out))
-        note = stalls_note(args.keep_stalls, graph.unexplained_ns)
+        print(format_estimate(report.result, args.out))
+        note = stalls_note(args.keep_stalls, job.graph.unexplained_ns)
         if note:
             print(note)
-        if job.is_synthetic:
+        if job.data.is_synthetic:
             print(SYNTHETIC_NOTE)
     return 0
 
@@ -234,7 +221,7 @@ def format_memory(m: MemoryPrediction | None) -> list[str]:
     return lines
 
 
-def fitted_models(job: Job, baseline: Baseline) -> dict[str, Any]:
+def fitted_models(job: TracedJob, baseline: Baseline) -> dict[str, Any]:
     """The kernel curves and the collective model this trace calibrates (for --show-baseline)."""
     gpu = baseline.config.gpu_profile
     graph = build_graph(job)

@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING
 
 import orjson
 
+from lumos_core.api import Job
+from lumos_core.api.steps import HOLDOUT_DEFAULT_LIMIT
 from lumos_core.commands.common import (
     SYNTHETIC_NOTE,
     StageTimer,
@@ -16,12 +18,8 @@ from lumos_core.commands.common import (
     load_from_args,
     terminal_progress,
 )
-from lumos_core.errors import ConfigError
-from lumos_core.graph.build import build_graph
 from lumos_core.progress import scaled
-from lumos_core.replay.peer_waits import with_peer_waits
-from lumos_core.replay.run import ReplayResult, parse_scale, replay
-from lumos_core.replay.stragglers import find_stragglers
+from lumos_core.replay.run import ReplayResult, parse_scale
 from lumos_core.trace.loader import load_job
 
 if TYPE_CHECKING:  # the hold-out and the idle attribution are imported when asked for
@@ -42,8 +40,6 @@ iterations it replays: close to exact by construction) and hold-out (each iterat
 what the other iterations taught, with its own task durations), each beside four null models
 (persistence, CPU-only, no-lag, GPU-only) on the same iterations. Jobs over a million tasks skip
 the hold-out unless --holdout is given."""
-
-HOLDOUT_DEFAULT_LIMIT = 1_000_000  # tasks: above this the hold-out is opt-in (--holdout)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -94,37 +90,29 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     scale = parse_scale(args.scale)
     timer = StageTimer()
-    job = load_from_args(args, load_job)
+    job = Job(
+        load_from_args(args, load_job), keep_stalls=args.keep_stalls, keep_peer_waits=args.keep_peer_waits
+    )
     timer.lap("load")
     progress = terminal_progress(not args.quiet)
-    graph = build_graph(job, progress=scaled(progress, 0.0, 0.5), absorb_unexplained=args.keep_stalls)
-    graph, peers = with_peer_waits(graph, args.keep_peer_waits)
+    job.build_graph(scaled(progress, 0.0, 0.5))
     timer.lap("graph")
-    result = replay(job, scale=scale, progress=scaled(progress, 0.5, 1.0), graph=graph)
-    other_pct = None
-    if peers.collectives:  # the figure the other way too (one more simulation pass)
-        other = with_peer_waits(build_graph(job, absorb_unexplained=args.keep_stalls), not peers.kept)[0]
-        other_pct = replay(job, scale=scale, graph=other, critical_paths=False).mean_abs_error_pct
-    peer_note = peers.note(other_pct, result.mean_abs_error_pct)
+    report = job.replay(
+        scale=scale,
+        iteration=args.iteration,
+        holdout=args.holdout,
+        holdout_cpu=args.holdout_cpu,
+        busy=args.busy,
+        progress=scaled(progress, 0.5, 1.0),
+    )
     timer.lap("replay")
-    holdout = _holdout(result, args.holdout, args.holdout_cpu)
+    holdout = report.holdout  # computed here, when first read
     timer.lap("holdout")
-    if args.iteration is not None:
-        _keep_iteration(result, args.iteration)
+    result = report.result
     if args.json:
-        d = result.as_dict(include_busy=args.busy)
-        d["holdout"] = holdout.holdout_dict()
-        d["null_models"] = holdout.null_models_dict()
-        d["stalls_kept"] = args.keep_stalls
-        d["peer_waits"] = peers.as_dict()
-        d["peer_waits"]["other_way_error_pct"] = other_pct
-        d["peer_waits"]["note"] = peer_note
-        d["synthetic"] = job.is_synthetic
-        d["stragglers"] = find_stragglers(job).as_dict()
+        d = report.to_dict()
         if args.idle:
-            from lumos_core.replay.idle import idle_attribution
-
-            d.update(idle_attribution(result.graph).as_dict())
+            d.update(job.idle().to_dict())
         text = orjson.dumps(d, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS)
         timer.lap("report")
         if args.timings:  # encoded again with them (a few ms, after the last stage)
@@ -136,32 +124,17 @@ def run(args: argparse.Namespace) -> int:
         print(format_replay(result))
         if args.keep_stalls:
             print("stalls kept: GPU delays no dependency explains are replayed as fixed waits")
-        if peer_note:
-            print(peer_note)
+        if report.peer_note:
+            print(report.peer_note)
         print(format_accuracy(result, holdout))
-        if job.is_synthetic:
+        if job.data.is_synthetic:
             print(SYNTHETIC_NOTE)
         if args.idle:
-            from lumos_core.replay.idle import idle_attribution
-
-            print(format_idle(idle_attribution(result.graph)))
+            print(format_idle(job.idle().result))
         timer.lap("report")
         if args.timings:
             print(timer.summary())
     return 0
-
-
-def _holdout(result: ReplayResult, wanted: bool | None, cpu_work: str = "measured") -> HoldoutReport:
-    from lumos_core.replay.evaluate import evaluate_holdout, unavailable
-
-    if wanted is False:
-        return unavailable("not computed (--no-holdout)")
-    if wanted is None and result.graph.n_tasks > HOLDOUT_DEFAULT_LIMIT:
-        return unavailable(
-            f"not computed by default above {HOLDOUT_DEFAULT_LIMIT:,} tasks "
-            f"({result.graph.n_tasks:,} here): add --holdout"
-        )
-    return evaluate_holdout(result.graph, cpu_work=cpu_work)
 
 
 def format_accuracy(result: ReplayResult, holdout: HoldoutReport) -> str:
@@ -201,17 +174,6 @@ def format_accuracy(result: ReplayResult, holdout: HoldoutReport) -> str:
             "dependencies; no_lag = learned lags at zero; gpu_only = GPU streams alone, launches ignored"
         )
     return "\n".join(lines)
-
-
-def _keep_iteration(result: ReplayResult, n: int) -> None:
-    name = f"ProfilerStep#{n}"
-    found = False
-    for r in result.ranks:
-        r.iterations = [it for it in r.iterations if it.name == name]
-        r.critical_paths = {k: v for k, v in r.critical_paths.items() if k == name}
-        found |= bool(r.iterations)
-    if not found:
-        raise ConfigError(f"no iteration {name} in the trace")
 
 
 def format_replay(result: ReplayResult) -> str:

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
+from lumos_core.api import Job
 from lumos_core.commands.common import (
     add_knob_arguments,
     add_profile_argument,
@@ -13,7 +13,7 @@ from lumos_core.commands.common import (
     terminal_progress,
 )
 from lumos_core.commands.diff import add_pair_arguments, dump_json, load_pair
-from lumos_core.compare.validate import Validation, validate_jobs
+from lumos_core.compare.validate import Validation
 from lumos_core.whatif.knob_registry import REGISTRY
 
 # the knobs that describe a job's structure: inferred from each trace, given where it cannot tell
@@ -47,34 +47,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     job_a, job_b = load_pair(args)
-    over_a = knob_values(args, SHAPE, "a_{name}")
-    over_b = knob_values(args, SHAPE, "b_{name}")
-    v = validate_jobs(
-        job_a,
-        job_b,
-        overrides_a=over_a,
-        overrides_b=over_b,
-        force=args.force,
-        progress=terminal_progress(not args.quiet),
-        profile=profile_from_args(args),
-    )
-    sample = sample_label(args)
+    a = Job(job_a, baseline=knob_values(args, SHAPE, "a_{name}"), profile=profile_from_args(args))
+    b = Job(job_b, baseline=knob_values(args, SHAPE, "b_{name}"))
+    v = a.validate(b, force=args.force, progress=terminal_progress(not args.quiet))
     if args.json:
-        dump_json({**v.as_dict(), "sample": sample})
+        dump_json(v.to_dict())
     else:
-        print(format_validation(v))
-        print(sample)
+        print(format_validation(v.result))
+        print(v.sample)
     return 0
-
-
-def sample_label(args: argparse.Namespace) -> str:
-    """Whether the errors above are hold-out (nothing was fitted on B) or in-sample (the
-    --profile was calibrated on B among its runs)."""
-    profile = profile_from_args(args)
-    b = Path(args.b).resolve()
-    if profile is not None and any(Path(r).resolve() == b for r in profile.runs):
-        return "in-sample: the --profile was fitted on B among its runs"
-    return "hold-out: nothing was fitted on B; its measured times only score the prediction"
 
 
 def _ms(us: float) -> str:

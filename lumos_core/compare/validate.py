@@ -24,7 +24,7 @@ from lumos_core.perf.profile import HardwareProfile
 from lumos_core.progress import Progress, no_progress
 from lumos_core.trace.model import Job
 from lumos_core.whatif.config import check
-from lumos_core.whatif.estimate import EstimateResult, estimate, outcome_of
+from lumos_core.whatif.estimate import EstimateResult, Estimator, estimate, outcome_of
 from lumos_core.whatif.knobs import STRUCTURE_KNOBS
 from lumos_core.whatif.scenario import ScenarioSummary, summarize_estimate
 
@@ -194,9 +194,11 @@ def validate_jobs(
     force: bool = False,
     progress: Progress = no_progress,
     profile: HardwareProfile | None = None,
+    estimator: Estimator | None = None,
 ) -> Validation:
     """Predict ``job_b`` from ``job_a`` (see the module docstring). Raises PairError for pairs that
-    cannot be validated: one job CPU-only, ranks missing, different code no knob explains."""
+    cannot be validated: one job CPU-only, ranks missing, different code no knob explains.
+    ``estimator``: job A's, when the caller keeps one (its baseline inferred with ``overrides_a``)."""
     a = job_side(job_a, overrides_a)
     b = job_side(job_b, overrides_b)
     pair = compare_sides(a, b)
@@ -230,7 +232,10 @@ def validate_jobs(
     notes += [f"different code: {c}" for c in code]
     config = a.baseline.config.with_changes(**changes)
     check(config, a.baseline)
-    result = estimate(job_a, config, baseline=a.baseline, progress=progress, profile=profile)
+    if estimator is not None and estimator.job is job_a and estimator.baseline.config == a.baseline.config:
+        result = estimator.estimate(config, progress=progress)
+    else:
+        result = estimate(job_a, config, baseline=a.baseline, progress=progress, profile=profile)
     predicted = summarize(result.timeline, "predicted", gpu=a.summary.gpu, shapes=False)
     measured = outcome_of(b.baseline.config, job_b.ranks)
     notes += list(pair.notes)

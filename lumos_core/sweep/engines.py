@@ -22,7 +22,7 @@ import pickle
 import signal
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from lumos_core.errors import LumosError
@@ -33,6 +33,7 @@ from lumos_core.rank_threads import share_cores
 from lumos_core.sweep.point import GridRow, estimate_point
 from lumos_core.trace.model import Job
 from lumos_core.whatif.config import Baseline
+from lumos_core.whatif.estimate import Estimator
 
 ENGINES = ("local", "ray")
 RAY_MISSING = 'the Ray engine needs Ray: pip install "lumos[ray]" (or pip install "ray>=2.9")'
@@ -40,12 +41,30 @@ RAY_MISSING = 'the Ray engine needs Ray: pip install "lumos[ray]" (or pip instal
 
 @dataclass
 class SweepContext:
-    """What every task needs besides its changes (picklable: numpy arrays and plain data)."""
+    """What every task needs besides its changes (picklable: numpy arrays and plain data), and the
+    :class:`~lumos_core.whatif.estimate.Estimator` each process keeps for them (made on first use:
+    a worker replays the traced configuration once, not once per configuration)."""
 
     job: Job
     graph: ExecutionGraph
     baseline: Baseline
     profile: HardwareProfile | None = None  # fitted by lumos calibrate
+    kept: Estimator | None = field(default=None, repr=False, compare=False)
+
+    def estimator(self) -> Estimator:
+        if self.kept is None:
+            self.kept = Estimator(self.job, baseline=self.baseline, graph=self.graph, profile=self.profile)
+        return self.kept
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "kept": None}  # each process makes its own
+
+    def estimate(self, changes: dict[str, Any], progress: Progress = no_progress) -> GridRow:
+        """One point of the sweep, with this process's estimator."""
+        return estimate_point(
+            self.job, self.graph, self.baseline, changes, progress=progress, profile=self.profile,
+            estimator=self.estimator(),
+        )  # fmt: skip
 
 
 class Engine(Protocol):
@@ -103,17 +122,7 @@ class InProcessEngine:
         n = max(len(points), 1)
         for i, changes in enumerate(points):
             sub = scaled(self.progress, i / n, (i + 1) / n)
-            yield (
-                i,
-                estimate_point(
-                    context.job,
-                    context.graph,
-                    context.baseline,
-                    changes,
-                    progress=sub,
-                    profile=context.profile,
-                ),
-            )
+            yield i, context.estimate(changes, progress=sub)
 
     def close(self) -> None:
         """Nothing to release."""
@@ -135,7 +144,7 @@ def _init_worker(payload: bytes, workers: int) -> None:
 def _estimate_in_worker(index: int, changes: dict[str, Any]) -> tuple[int, GridRow]:
     ctx = _WORKER_CONTEXT
     assert ctx is not None, "sweep worker started without its context"
-    return index, estimate_point(ctx.job, ctx.graph, ctx.baseline, changes, profile=ctx.profile)
+    return index, ctx.estimate(changes)
 
 
 class LocalEngine:
@@ -220,7 +229,7 @@ def _estimate_on_ray(ref_box: list[Any], index: int, changes: dict[str, Any]) ->
     if ctx is None:
         _RAY_CACHE.clear()
         ctx = _RAY_CACHE[key] = ray.get(ref)
-    return index, estimate_point(ctx.job, ctx.graph, ctx.baseline, changes, profile=ctx.profile)
+    return index, ctx.estimate(changes)
 
 
 def import_ray() -> Any:

@@ -19,7 +19,7 @@ from lumos_core.progress import Progress, no_progress
 from lumos_core.replay.breakdown import Breakdown
 from lumos_core.trace.model import Job
 from lumos_core.whatif.config import Baseline, JobConfig, problems
-from lumos_core.whatif.estimate import estimate
+from lumos_core.whatif.estimate import Estimator
 from lumos_core.whatif.knobs import format_changes
 
 OK = "ok"
@@ -115,14 +115,17 @@ def estimate_point(
     changes: dict[str, Any],
     progress: Progress = no_progress,
     profile: HardwareProfile | None = None,
+    estimator: Estimator | None = None,
 ) -> GridRow:
-    """Estimate ``changes`` (see the module docstring). Cancelled still propagates."""
+    """Estimate ``changes`` (see the module docstring). Cancelled still propagates. ``estimator``:
+    the job's, kept across the points of a sweep (the traced configuration is replayed once)."""
     config = baseline.config.with_changes(**changes)
     found = problems(config, baseline)
     if found:
         return skipped_row(baseline, changes, "; ".join(found))
+    estimator = estimator or Estimator(job, baseline=baseline, graph=graph, profile=profile)
     try:
-        r = estimate(job, config, baseline=baseline, graph=graph, progress=progress, profile=profile)
+        r = estimator.estimate(config, progress=progress)
     except Cancelled:
         raise
     except LumosError as exc:  # valid on paper, but this trace cannot support it (e.g. no layers)

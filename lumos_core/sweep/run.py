@@ -69,8 +69,11 @@ def run_grid(
     progress: Progress = no_progress,
     on_row: Callable[[GridRow], None] | None = None,
     profile: HardwareProfile | None = None,
+    context: SweepContext | None = None,
 ) -> SweepReport:
-    """See the module docstring. ``on_row`` sees every new row as it is recorded."""
+    """See the module docstring. ``on_row`` sees every new row as it is recorded. ``context``: the
+    job's sweep context when the caller keeps one (with its estimator: see the public API's
+    ``Job.sweep``); else one is made from ``job``, ``graph``, ``baseline`` and ``profile``."""
     t0 = time.perf_counter()
     baseline = baseline or infer_baseline(job)
     rows: dict[str, GridRow] = dict(results.done) if results is not None else {}
@@ -98,8 +101,9 @@ def run_grid(
     estimated = 0
     if todo:
         progress(0.0, "building the execution graph")
-        graph = graph or build_graph(job, progress=scaled(progress, 0.0, 0.0))
-        context = SweepContext(job, graph, baseline, profile)
+        if context is None:
+            graph = graph or build_graph(job, progress=scaled(progress, 0.0, 0.0))
+            context = SweepContext(job, graph, baseline, profile)
         progress(0.0, f"0/{len(todo)} configurations ({engine.name} engine, {engine.workers} workers)")
         last = ""
         with contextlib.closing(engine.run(context, todo, _TICK_S)) as finished:
@@ -137,11 +141,13 @@ def run_axis(
     graph: ExecutionGraph | None = None,
     progress: Progress = no_progress,
     profile: HardwareProfile | None = None,
+    context: SweepContext | None = None,
 ) -> SweepReport:
     """Sweep one knob: the one-axis grid ``knob=values`` (``fixed`` held), estimated in this
     thread one value after another (:class:`~lumos_core.sweep.engines.InProcessEngine`). Its rows
     are those of ``lumos sweep --grid KNOB=VALUES`` and each is what ``lumos estimate --KNOB VALUE``
-    prints; a value that is not a valid configuration becomes a skipped row with the reason."""
+    prints; a value that is not a valid configuration becomes a skipped row with the reason.
+    ``context``: as for :func:`run_grid` (a caller's kept estimator)."""
     grid = axis_grid(knob, values, fixed)
     return run_grid(
         job,
@@ -151,4 +157,5 @@ def run_axis(
         graph=graph,
         progress=progress,
         profile=profile,
+        context=context,
     )

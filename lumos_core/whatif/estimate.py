@@ -23,6 +23,7 @@ import numpy as np
 
 from lumos_core.graph.build import build_graph
 from lumos_core.graph.model import ExecutionGraph, NodeType
+from lumos_core.perf.nccl import NcclModel
 from lumos_core.perf.profile import HardwareProfile
 from lumos_core.progress import Progress, no_progress, scaled
 from lumos_core.replay.breakdown import (
@@ -50,7 +51,7 @@ ESTIMATE_DEFINITION = (
     "iterations between consecutive ProfilerStep starts (the last, partial iteration is left out "
     "when there are several); breakdown likewise"
 )
-__all__ = ["ESTIMATE_DEFINITION", "EstimateResult", "Outcome", "estimate", "outcome_of"]
+__all__ = ["ESTIMATE_DEFINITION", "EstimateResult", "Estimator", "Outcome", "estimate", "outcome_of"]
 
 
 @dataclass
@@ -128,127 +129,184 @@ def estimate(
     profile: HardwareProfile | None = None,
 ) -> EstimateResult:
     """Predict ``config`` (a JobConfig, or a dict of changes to the inferred baseline) from ``job``.
-    ``profile``: a hardware profile fitted on the cluster's runs (``lumos calibrate``)."""
-    t0 = time.perf_counter()
-    baseline = baseline or infer_baseline(job)
-    if config is None:
-        config = baseline.config
-    elif isinstance(config, dict):
-        config = baseline.config.with_changes(**config)
-    check(config, baseline)
-    progress(0.02, "building the execution graph")
-    graph = graph or build_graph(job, progress=scaled(progress, 0.02, 0.4))
-    ranks = {t.rank: t for t in job.ranks}
-    base = baseline.config
+    ``profile``: a hardware profile fitted on the cluster's runs (``lumos calibrate``). One
+    estimate; for several of one job, keep an :class:`Estimator`."""
+    return Estimator(job, baseline=baseline, graph=graph, profile=profile).estimate(config, progress=progress)
 
-    changed = changed_knobs(base, config)
-    # knobs whose rule is the rewrite (knob_registry.REWRITE) rebuild the graph; so does data
-    # parallelism added to a trace with no collective to copy
-    structural = any(REWRITE in KNOB[k].rules for k in changed) or (
-        base.dp == 1 and config.dp > 1 and not _has_collectives(job)
-    )
-    layout = {} if structural else _replica_layout(job, base, config)
 
-    progress(0.45, "replaying the traced configuration")
-    start0, end0 = simulate(graph)
-    # Every rank's measured and replayed outcome rows, a rank at a time: a replayed timeline is
-    # dropped once its row is taken (only the prediction's are kept). The breakdown's events depend
-    # on the event table only, so a rank's measured, replayed and predicted timelines share them.
-    events = {t.rank: activity_events(t) for t in job.ranks}
-    measured = outcome_from(base, [outcome_row(t, events[t.rank]) for t in job.ranks])
-    replayed_rows = [outcome_row(predicted_rank(graph, t, start0, end0), events[t.rank]) for t in job.ranks]
-    replayed = outcome_from(base, replayed_rows)
-    del start0, end0
+@dataclass
+class Reference:
+    """What every estimate of one job shares: the traced configuration replayed, per rank."""
 
-    progress(0.55, "rewriting the graph")
-    notes: list[str] = unchecked(config, baseline) + unmodelled_notes(changed, config.as_dict())
-    model = comm_model_from_trace(job, graph, base.gpu_profile)
-    if profile is not None and profile.comm is not None and not _fitted(model):
-        # the trace has no collectives to calibrate on: the cluster's profile knows its links
-        model = dataclasses.replace(model, params=profile.comm)
-    timeline, why, old_dur = [], {}, {}
-    if structural:
-        from lumos_core.whatif.rewrite import (
-            build_rewritten,  # pipeline / microbatch / layer changes rebuild the graph
+    events: dict[int, tuple[np.ndarray, np.ndarray]]  # rank -> its breakdown's events
+    measured: Outcome  # the trace itself
+    replayed_rows: list[tuple[int, list[Window], list[Breakdown]]]  # per traced rank, in job order
+    replayed: Outcome  # the unmodified graph replayed
+    model: NcclModel  # the collective model, calibrated on the trace (or the profile's links)
+
+
+class Estimator:
+    """Estimates configurations of one traced job, computing what they share once: the baseline
+    (inferred unless given), the execution graph, the traced configuration replayed, the collective
+    model calibrated on the trace and the host pacing. Sweeps (one per worker), ``lumos validate``,
+    the public API and the app keep one per job; the first estimate (or :meth:`prepare`) pays for
+    the shared part. Each estimate is what :func:`estimate` returns for the same arguments."""
+
+    def __init__(
+        self,
+        job: Job,
+        *,
+        baseline: Baseline | None = None,
+        graph: ExecutionGraph | None = None,
+        profile: HardwareProfile | None = None,
+    ) -> None:
+        self.job = job
+        self.baseline = baseline or infer_baseline(job)
+        self.graph = graph
+        self.profile = profile
+        self.reference: Reference | None = None
+        self.host_pacing: Outcome | None = None  # the traced job with no host time (when asked)
+
+    def prepare(self, progress: Progress = no_progress) -> Reference:
+        """The execution graph and the traced configuration replayed (once)."""
+        if self.reference is not None:
+            return self.reference
+        job, base = self.job, self.baseline.config
+        progress(0.02, "building the execution graph")
+        self.graph = self.graph or build_graph(job, progress=scaled(progress, 0.02, 0.4))
+        progress(0.45, "replaying the traced configuration")
+        start0, end0 = simulate(self.graph)
+        # Every rank's measured and replayed outcome rows, a rank at a time: a replayed timeline is
+        # dropped once its row is taken. The breakdown's events depend on the event table only, so a
+        # rank's measured, replayed and predicted timelines share them.
+        events = {t.rank: activity_events(t) for t in job.ranks}
+        measured = outcome_from(base, [outcome_row(t, events[t.rank]) for t in job.ranks])
+        rows = [outcome_row(predicted_rank(self.graph, t, start0, end0), events[t.rank]) for t in job.ranks]
+        del start0, end0
+        model = comm_model_from_trace(job, self.graph, base.gpu_profile)
+        if self.profile is not None and self.profile.comm is not None and not _fitted(model):
+            # the trace has no collectives to calibrate on: the cluster's profile knows its links
+            model = dataclasses.replace(model, params=self.profile.comm)
+        self.reference = Reference(events, measured, rows, outcome_from(base, rows), model)
+        return self.reference
+
+    def estimate(
+        self, config: JobConfig | dict[str, Any] | None = None, *, progress: Progress = no_progress
+    ) -> EstimateResult:
+        """Predict ``config`` (a JobConfig, or a dict of changes to the baseline; None: the
+        baseline itself)."""
+        t0 = time.perf_counter()
+        job, baseline, profile = self.job, self.baseline, self.profile
+        if config is None:
+            config = baseline.config
+        elif isinstance(config, dict):
+            config = baseline.config.with_changes(**config)
+        check(config, baseline)
+        ref = self.prepare(progress)
+        graph = self.graph
+        assert graph is not None
+        events, measured, replayed_rows, replayed = ref.events, ref.measured, ref.replayed_rows, ref.replayed
+        ranks = {t.rank: t for t in job.ranks}
+        base = baseline.config
+
+        changed = changed_knobs(base, config)
+        # knobs whose rule is the rewrite (knob_registry.REWRITE) rebuild the graph; so does data
+        # parallelism added to a trace with no collective to copy
+        structural = any(REWRITE in KNOB[k].rules for k in changed) or (
+            base.dp == 1 and config.dp > 1 and not _has_collectives(job)
         )
-        from lumos_core.whatif.rewrite_timeline import rewritten_timelines
+        layout = {} if structural else _replica_layout(job, base, config)
 
-        rw = build_rewritten(job, graph, baseline, config, notes)
-        ctx = RetimeContext.make(job, rw.graph, baseline, config, model, profile)
-        plan = plan_retiming(ctx)
-        notes.extend(ctx.notes)
-        created = np.flatnonzero((rw.graph.event < 0) & (rw.graph.node_type == NodeType.GPU))
-        plan.apply(created, 1.0, "PP send/recv", "NCCL model of the activation size (created by the rewrite)")
-        dur = np.maximum(np.rint(rw.graph.dur * plan.ratio), 0).astype(np.int64)
-        progress(0.7, f"simulating {rw.graph.n_nodes} tasks")
-        start, end = simulate(rw.graph, dur, _lags(rw.graph, plan))
-        progress(0.9, "building the predicted timeline")
-        timeline, rows = rewritten_timelines(rw, start, end, ranks)
-        for p in timeline:
-            node = rows[p.rank]
-            has = node >= 0
-            w = np.full(len(p), -1, np.int32)
-            w[has] = plan.why[node[has]]
-            why[p.rank] = w
-            od = np.zeros(len(p), np.int64)
-            od[has] = rw.graph.dur[node[has]]
-            old_dur[p.rank] = od
-        represents = rw.represents
-    else:
-        ctx = RetimeContext.make(job, graph, baseline, config, model, profile)
-        plan = plan_retiming(ctx)
-        notes.extend(ctx.notes)
-        dur = np.maximum(np.rint(graph.dur * plan.ratio), 0).astype(np.int64)
-        progress(0.7, f"simulating {graph.n_nodes} tasks")
-        start, end = simulate(graph, dur, _lags(graph, plan))
-        progress(0.9, "building the predicted timeline")
-        for t in job.ranks:
-            if t.rank not in layout:
-                continue
-            p = predicted_rank(graph, t, start, end)
-            node_of = graph.rank_nodes[t.rank]
-            w = np.full(len(t), -1, np.int32)
-            has = node_of >= 0
-            w[has] = plan.why[node_of[has]]
-            p.rank = layout[t.rank][0]
-            timeline.append(p)
-            why[p.rank] = w
-            old_dur[p.rank] = t.dur.copy()
-        represents = {layout[r][0]: layout[r] for r in layout}
-    if structural:
-        predicted = outcome_of(config, timeline)
-    else:  # the kept ranks' timelines, in job order, share their traced rank's events
-        traced_of = {layout[r][0]: r for r in layout}
-        predicted = outcome_from(config, [outcome_row(p, events[traced_of[p.rank]]) for p in timeline])
-    if not structural and len(layout) < len(job.ranks):
-        kept = [row for t, row in zip(job.ranks, replayed_rows) if t.rank in layout]
-        note_kept_ranks(sorted(layout), outcome_from(base, kept), replayed, predicted, notes)
-    if config.cpu_scale == 1.0:
-        cpu_bound = _note_cpu_bound(replayed, predicted, notes)
-        if cpu_bound or _unchanged(replayed, predicted):
-            # a GPU what-if that barely moves the iteration: say how much the host sets the pace
-            # (always after the CPU-bound note; otherwise only when the host sets >= 10 % of it)
-            share = 0.0 if cpu_bound else 0.10
-            note = host_pacing_note(job, graph, base, replayed, min_share=share, events=events)
-            if note:
-                notes.append(note)
-    memory = predict_memory_or_note(job, baseline, config, notes)
-    progress(1.0, "estimate done")
-    return EstimateResult(
-        baseline=baseline,
-        measured=measured,
-        replayed=replayed,
-        predicted=predicted,
-        world_size=config.world_size,
-        timeline=timeline,
-        represents=represents,
-        retimed=plan.rules,
-        why=why,
-        old_dur=old_dur,
-        seconds=time.perf_counter() - t0,
-        notes=notes,
-        memory=memory,
-    )
+        progress(0.55, "rewriting the graph")
+        notes: list[str] = unchecked(config, baseline) + unmodelled_notes(changed, config.as_dict())
+        model = ref.model
+        timeline, why, old_dur = [], {}, {}
+        if structural:
+            from lumos_core.whatif.rewrite import (
+                build_rewritten,  # pipeline / microbatch / layer changes rebuild the graph
+            )
+            from lumos_core.whatif.rewrite_timeline import rewritten_timelines
+
+            rw = build_rewritten(job, graph, baseline, config, notes)
+            ctx = RetimeContext.make(job, rw.graph, baseline, config, model, profile)
+            plan = plan_retiming(ctx)
+            notes.extend(ctx.notes)
+            created = np.flatnonzero((rw.graph.event < 0) & (rw.graph.node_type == NodeType.GPU))
+            plan.apply(
+                created, 1.0, "PP send/recv", "NCCL model of the activation size (created by the rewrite)"
+            )
+            dur = np.maximum(np.rint(rw.graph.dur * plan.ratio), 0).astype(np.int64)
+            progress(0.7, f"simulating {rw.graph.n_nodes} tasks")
+            start, end = simulate(rw.graph, dur, _lags(rw.graph, plan))
+            progress(0.9, "building the predicted timeline")
+            timeline, rows = rewritten_timelines(rw, start, end, ranks)
+            for p in timeline:
+                node = rows[p.rank]
+                has = node >= 0
+                w = np.full(len(p), -1, np.int32)
+                w[has] = plan.why[node[has]]
+                why[p.rank] = w
+                od = np.zeros(len(p), np.int64)
+                od[has] = rw.graph.dur[node[has]]
+                old_dur[p.rank] = od
+            represents = rw.represents
+        else:
+            ctx = RetimeContext.make(job, graph, baseline, config, model, profile)
+            plan = plan_retiming(ctx)
+            notes.extend(ctx.notes)
+            dur = np.maximum(np.rint(graph.dur * plan.ratio), 0).astype(np.int64)
+            progress(0.7, f"simulating {graph.n_nodes} tasks")
+            start, end = simulate(graph, dur, _lags(graph, plan))
+            progress(0.9, "building the predicted timeline")
+            for t in job.ranks:
+                if t.rank not in layout:
+                    continue
+                p = predicted_rank(graph, t, start, end)
+                node_of = graph.rank_nodes[t.rank]
+                w = np.full(len(t), -1, np.int32)
+                has = node_of >= 0
+                w[has] = plan.why[node_of[has]]
+                p.rank = layout[t.rank][0]
+                timeline.append(p)
+                why[p.rank] = w
+                old_dur[p.rank] = t.dur.copy()
+            represents = {layout[r][0]: layout[r] for r in layout}
+        if structural:
+            predicted = outcome_of(config, timeline)
+        else:  # the kept ranks' timelines, in job order, share their traced rank's events
+            traced_of = {layout[r][0]: r for r in layout}
+            predicted = outcome_from(config, [outcome_row(p, events[traced_of[p.rank]]) for p in timeline])
+        if not structural and len(layout) < len(job.ranks):
+            kept = [row for t, row in zip(job.ranks, replayed_rows) if t.rank in layout]
+            note_kept_ranks(sorted(layout), outcome_from(base, kept), replayed, predicted, notes)
+        if config.cpu_scale == 1.0:
+            cpu_bound = _note_cpu_bound(replayed, predicted, notes)
+            if cpu_bound or _unchanged(replayed, predicted):
+                # a GPU what-if that barely moves the iteration: say how much the host sets the pace
+                # (always after the CPU-bound note; otherwise only when the host sets >= 10 % of it)
+                share = 0.0 if cpu_bound else 0.10
+                if self.host_pacing is None:
+                    self.host_pacing = host_pacing(job, graph, base, events)
+                note = host_pacing_note(job, graph, base, replayed, min_share=share, fast=self.host_pacing)
+                if note:
+                    notes.append(note)
+        memory = predict_memory_or_note(job, baseline, config, notes)
+        progress(1.0, "estimate done")
+        return EstimateResult(
+            baseline=baseline,
+            measured=measured,
+            replayed=replayed,
+            predicted=predicted,
+            world_size=config.world_size,
+            timeline=timeline,
+            represents=represents,
+            retimed=plan.rules,
+            why=why,
+            old_dur=old_dur,
+            seconds=time.perf_counter() - t0,
+            notes=notes,
+            memory=memory,
+        )
 
 
 def outcome_row(
@@ -325,10 +383,11 @@ def host_pacing_note(
     replayed: Outcome,
     min_share: float = 0.0,
     events: dict[int, tuple[np.ndarray, np.ndarray]] | None = None,
+    fast: Outcome | None = None,
 ) -> str:
     """How much of the traced iteration the host (CPU) side sets, in words; empty when it sets less
-    than ``min_share`` of it."""
-    fast = host_pacing(job, graph, base, events)
+    than ``min_share`` of it. ``fast``: :func:`host_pacing` of the job when the caller has it."""
+    fast = fast or host_pacing(job, graph, base, events)
     if not replayed.iteration_us or not fast.iteration_us:
         return "host pacing unknown: no complete iteration"
     share = 1 - fast.iteration_us / replayed.iteration_us
