@@ -1,15 +1,22 @@
-"""Summary ▸ Idle on a real job: idle causes per rank/stream/iteration, and the largest unexplained
-delays, which select the task that started late when double-clicked."""
+"""Summary ▸ Idle on a real job: idle causes per rank/stream/iteration (a column for every cause the
+engine reports), and the largest unexplained delays, which select the task that started late when
+double-clicked."""
 
 from __future__ import annotations
 
+import csv
+import shutil
+
 import pytest
 from app_helpers import close_window, open_in_window
-from conftest import needs_shared, shared
+from conftest import needs_shared, shared, shared_file
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication
 
 from app.timeline.timeline_view import Hit
-from lumos_core.replay.idle import CAUSES
+from lumos_core.graph.build import build_graph
+from lumos_core.replay.idle import CAUSE_INFO, CAUSES, idle_attribution
+from lumos_core.trace.loader import load_job
 
 pytestmark = needs_shared
 
@@ -86,3 +93,74 @@ def test_keep_stalls_toggle_reruns_the_replay_and_says_so(win) -> None:
     win.stalls_action.trigger()  # unchecks it
     wait_loaded(win)
     assert not wb.runner.cache.keep_stalls
+
+
+def _nanogpt(tmp_path):  # type: ignore[no-untyped-def]
+    return shared("h100-nanogpt-8rank")
+
+
+def _nanogpt_rank6_alone(tmp_path):  # type: ignore[no-untyped-def]
+    """Rank 6 of the 8-rank nanoGPT job alone in a folder: its collectives wait for absent peers."""
+    src = shared_file("h100-nanogpt-8rank", "*rank6*")
+    folder = tmp_path / "one-rank"
+    folder.mkdir()
+    shutil.copy(src, folder / src.name)
+    return folder
+
+
+@pytest.mark.parametrize(
+    ("make_folder", "nonzero"),
+    [
+        (_nanogpt, ("queued", "before_window")),  # ranks 3-6 run tens of ms behind their CPU
+        (_nanogpt_rank6_alone, ("peer_not_loaded",)),
+    ],
+    ids=["nanogpt-8rank", "nanogpt-rank6-alone"],
+)
+def test_every_cause_of_the_engine_has_a_column_with_its_values(qapp, tmp_path, make_folder, nonzero) -> None:
+    folder = make_folder(tmp_path)
+    # the engine on its own (not the window's copy of its report): what the pane must show
+    report = idle_attribution(build_graph(load_job(folder, workers=1)))
+    engine = {(r.rank, r.stream, r.iteration): r for r in report.rows}
+    assert all(sum(r.causes[c] for r in report.rows) > 0 for c in nonzero), "the job no longer has them"
+    w = open_in_window(qapp, folder)
+    try:
+        table = w.summaries.idle.causes
+        model = table.model
+        heads = [
+            " ".join(str(model.headerData(i, Qt.Orientation.Horizontal)).split())
+            for i in range(len(model.columns))
+        ]
+        tips = [
+            model.headerData(i, Qt.Orientation.Horizontal, Qt.ItemDataRole.ToolTipRole)
+            for i in range(len(model.columns))
+        ]
+        idle_col = heads.index("idle (ms)")
+        # one column per cause, in the engine's order, headed by its label, its tip on hover
+        col_of = {c.name: heads.index(f"{c.label} (ms)") for c in CAUSE_INFO}
+        assert sorted(col_of.values()) == [col_of[c] for c in CAUSES]
+        assert len(model.columns) == idle_col + 1 + len(CAUSES)
+        assert all(tips[col_of[c.name]] == c.tip for c in CAUSE_INFO)
+        assert {
+            "GPU behind host (queued) (ms)",
+            "before trace window (ms)",
+            "peer rank not loaded (ms)",
+        } <= set(heads)
+        assert len(model.rows) == len(engine)
+        for i, row in enumerate(model.rows):
+            r = engine[(row.rank, row.stream, row.iteration)]
+            idle = model.columns[idle_col].value(row)
+            parts = {c: model.columns[col_of[c]].value(row) for c in CAUSES}
+            assert idle == r.idle_ns and parts == r.causes, (row, r)
+            assert sum(parts.values()) == idle  # the columns add up to the idle total shown
+            for c in CAUSES:
+                assert model.cell_text(i, col_of[c]) == f"{r.causes[c] / 1e6:,.3f}"
+        for c in nonzero:
+            assert sum(model.columns[col_of[c]].value(row) for row in model.rows) > 0, c
+        # the CSV export has a column per cause too
+        table.export_csv(tmp_path / "idle.csv")
+        with (tmp_path / "idle.csv").open() as fh:
+            got = list(csv.DictReader(fh))
+        assert {f"{c}_ns" for c in CAUSES} <= set(got[0])
+        assert sum(int(x[f"{nonzero[0]}_ns"]) for x in got) == sum(r.causes[nonzero[0]] for r in report.rows)
+    finally:
+        close_window(w)

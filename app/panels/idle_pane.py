@@ -1,12 +1,16 @@
-"""Summary tab Idle: where each GPU stream's idle time went (host, sync, event, peer, unexplained)
-per rank, stream and iteration, and the largest unexplained delays; double-click one to select the
-task that started late on the timeline.
+"""Summary tab Idle: where each GPU stream's idle time went, one column per cause the engine reports
+(host launch, sync, queued behind the host, other streams, peer ranks, ...), per rank, stream and
+iteration, and the largest unexplained delays; double-click one to select the task that started late
+on the timeline.
 
-Numbers come from :mod:`lumos_core.replay.idle` (computed with the job, off the GUI thread).
+Numbers, cause names, labels and tooltips come from :mod:`lumos_core.replay.idle` (computed with the
+job, off the GUI thread): a cause added to its ``CAUSE_INFO`` gets a column here without an edit.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import textwrap
 from dataclasses import dataclass
 
 from PySide6.QtCore import QModelIndex, Signal
@@ -15,28 +19,19 @@ from PySide6.QtWidgets import QLabel, QWidget
 from app.loaded_job import LoadedJob
 from app.panels.table_model import Column, ns_as_ms, ns_as_us
 from app.panels.table_pane import TablePane, note_above_tables
-from lumos_core.replay.idle import Delay, IdleRow
+from lumos_core.replay.idle import CAUSE_INFO, Delay, IdleRow
 
-_TIPS = {
-    "host": "waiting for the CPU to launch",
-    "sync": "the launching thread was blocked in a synchronize or blocking copy",
-    "event": "waiting for another stream (event wait, CUDA graph order)",
-    "peer": "waiting for a collective that waited for peer ranks",
-    "unexplained": "later than every dependency allows (another process, throttling, profiler)",
-}
+_UNEXPLAINED_TIP = next(c.tip for c in CAUSE_INFO if c.name == "unexplained")
 
-
-@dataclass(frozen=True)
-class IdleCauseRow:
-    rank: int
-    stream: int
-    iteration: str
-    idle_ns: int
-    host_ns: int
-    sync_ns: int
-    event_ns: int
-    peer_ns: int
-    unexplained_ns: int
+# One row of the causes table: rank, stream, iteration, idle_ns, then ``<cause>_ns`` for every cause
+# of the engine in its order (a dataclass, so the CSV export has a column per cause too).
+IdleCauseRow = dataclasses.make_dataclass(
+    "IdleCauseRow",
+    [("rank", int), ("stream", int), ("iteration", str), ("idle_ns", int)]
+    + [(f"{c.name}_ns", int) for c in CAUSE_INFO],
+    frozen=True,
+)
+IdleCauseRow.__module__ = __name__
 
 
 @dataclass(frozen=True)
@@ -50,16 +45,15 @@ class DelayRow:
     event: int
 
 
+def _heading(label: str) -> str:
+    """A cause's column heading on two short lines: at one line each, eight causes' headings (not
+    their values, a few digits) made the table twice as wide as the window."""
+    return textwrap.fill(f"{label} (ms)", 16)
+
+
 def cause_rows(rows: list[IdleRow]) -> list[IdleCauseRow]:
     return [
-        IdleCauseRow(
-            r.rank,
-            r.stream,
-            r.iteration,
-            r.idle_ns,
-            *(r.causes[c] for c in ("host", "sync", "event", "peer")),
-            r.causes["unexplained"],
-        )
+        IdleCauseRow(r.rank, r.stream, r.iteration, r.idle_ns, *(r.causes[c.name] for c in CAUSE_INFO))
         for r in rows
     ]
 
@@ -87,8 +81,10 @@ class IdlePane(QWidget):
             Column("iteration", lambda r: r.iteration),
             Column("idle (ms)", lambda r: r.idle_ns, ns_as_ms, "window minus the stream's busy time", True),
         ]
-        for c in ("host", "sync", "event", "peer", "unexplained"):
-            cols.append(Column(f"{c} (ms)", lambda r, c=c: getattr(r, f"{c}_ns"), ns_as_ms, _TIPS[c], True))
+        for c in CAUSE_INFO:
+            cols.append(
+                Column(_heading(c.label), lambda r, c=c: getattr(r, f"{c.name}_ns"), ns_as_ms, c.tip, True)
+            )
         self.causes = TablePane("idle_causes", cols, IdleCauseRow)
         self.delays = TablePane(
             "unexplained_delays",
@@ -96,7 +92,7 @@ class IdlePane(QWidget):
                 Column("rank", lambda r: r.rank, numeric=True),
                 Column("stream", lambda r: r.stream, numeric=True),
                 Column("at (ms)", lambda r: r.start_ns, ns_as_ms, "where the stream started waiting", True),
-                Column("delay (µs)", lambda r: r.length_ns, ns_as_us, _TIPS["unexplained"], True),
+                Column("delay (µs)", lambda r: r.length_ns, ns_as_us, _UNEXPLAINED_TIP, True),
                 Column("task that started late (double-click to select it)", lambda r: r.task),
             ],
             DelayRow,
@@ -118,7 +114,8 @@ class IdlePane(QWidget):
             f"rank {p['rank']}: every {p['period_us'] / 1000:.3f} ms ({p['count']}×)" for p in u["periodic"]
         )
         self.note.setText(
-            f"GPU idle time by cause (adds up to each stream's measured idle time). Unexplained delays: "
+            f"GPU idle time by cause (adds up to each stream's measured idle time; hover a column heading "
+            f"for what its cause means). Unexplained delays: "
             f"{u['count']}, {u['total_us'] / 1000:.2f} ms in total"
             + (f"; periodic — {periodic}" if periodic else "; no periodic pattern")
         )

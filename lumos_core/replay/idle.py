@@ -22,6 +22,8 @@ whatever remains is delay no dependency explains. Causes:
                  the folder (its unexplained start delay), or an event wait on such a collective
                  (up to that collective's estimated wait, its duration over the fastest same kernel)
 
+``CAUSE_INFO`` lists them in reading order with a human label and tip each (what presenters show).
+
 The causes of a stream's iteration add up to its measured idle time (window minus the union of its
 activities). Unexplained delays are also listed one by one, with whether they recur periodically.
 """
@@ -36,7 +38,58 @@ import numpy as np
 from lumos_core.graph.model import EdgeKind, ExecutionGraph, NodeType
 from lumos_core.replay.breakdown import iteration_windows
 
-CAUSES = ("host", "event", "peer", "sync", "unexplained", "queued", "before_window", "peer_not_loaded")
+
+@dataclass(frozen=True)
+class Cause:
+    """One cause of GPU idle time, as a reader sees it (the app's Idle pane makes a column of each)."""
+
+    name: str  # key of IdleRow.causes, and of ``<name>_us`` in the JSON
+    label: str  # short human heading
+    tip: str  # one sentence: what the stream waited for
+
+
+# Every cause the attribution reports, in reading order (the CPU's side, the GPU's own queue, other
+# streams and ranks, the trace's edge, the rest). Presenters iterate this: a new cause added here
+# gets its column without editing them.
+CAUSE_INFO: tuple[Cause, ...] = (
+    Cause(
+        "host", "waiting for host launch", "the CPU had not launched the work yet (launch latency included)"
+    ),
+    Cause(
+        "sync",
+        "host blocked in sync",
+        "part of a launch wait: the launching thread was blocked in a synchronize or blocking copy "
+        "(the CPU waited for the GPU)",
+    ),
+    Cause(
+        "queued",
+        "GPU behind host (queued)",
+        "the work was already launched when the stream went idle: the GPU runs behind the CPU, "
+        "the gap is the stream's own (stream order, launch latency), not the host's",
+    ),
+    Cause(
+        "event", "other stream (event)", "waiting for another stream (cudaStreamWaitEvent, CUDA graph order)"
+    ),
+    Cause("peer", "peer rank", "waiting for a collective that itself waited for peer ranks"),
+    Cause(
+        "peer_not_loaded",
+        "peer rank not loaded",
+        "waiting for peer ranks whose traces are not in the folder (a collective's start delay, "
+        "or an event wait on such a collective)",
+    ),
+    Cause(
+        "before_window",
+        "before trace window",
+        "the work was launched before the trace window began: its launch and what it waited for "
+        "are not in the trace",
+    ),
+    Cause(
+        "unexplained",
+        "unexplained",
+        "later than every dependency allows: another process on the GPU, throttling, profiler flushes",
+    ),
+)
+CAUSES = tuple(c.name for c in CAUSE_INFO)
 _EXPLAINED_NS = 1_000  # a bound this close to the start explains it (timestamps are µs-rounded)
 
 
