@@ -56,7 +56,8 @@ ESTIMATE_KEYS = ["definition", "iteration_definition", "baseline", "predicted", 
                  "memory", "stalls_kept", "synthetic"]  # fmt: skip
 REPLAY_KEYS = ["definition", "tasks", "edges", "seconds", "simulate_seconds", "tasks_per_second",
                "mean_abs_error_pct", "measured", "replayed", "unexplained_delay_us", "gpu_start_error_us",
-               "scale", "notes", "ranks", "holdout", "null_models", "stalls_kept", "synthetic", "idle",
+               "scale", "notes", "ranks", "holdout", "null_models", "stalls_kept", "peer_waits", "synthetic",
+               "stragglers", "idle",
                "unexplained", "top_unexplained"]  # fmt: skip
 
 
