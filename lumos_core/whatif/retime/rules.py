@@ -14,6 +14,7 @@ from lumos_core.whatif.retime.compute import add_tp_allreduces, fit_gemm_curve, 
 from lumos_core.whatif.retime.context import RetimeContext
 from lumos_core.whatif.retime.cpu_ops import retime_cpu_ops
 from lumos_core.whatif.retime.host import scale_host
+from lumos_core.whatif.retime.layer_rules import retime_cp, retime_recompute, retime_sp
 from lumos_core.whatif.retime.plan import RetimePlan
 from lumos_core.whatif.retime.ratios import COMPUTE_BOUND, MEMORY_BOUND, hardware_ratio
 
@@ -35,6 +36,22 @@ def tp_allreduce_rule(ctx: RetimeContext, plan: RetimePlan) -> None:
     """Tensor parallelism added to a trace recorded without it: Megatron's per-layer all-reduces."""
     if ctx.has_gpu and ctx.base.tp == 1 and ctx.config.tp > 1:
         add_tp_allreduces(ctx, plan)
+
+
+def sp_rule(ctx: RetimeContext, plan: RetimePlan) -> None:
+    """Sequence parallelism: TP-replicated norms, dropouts and residuals on tokens / TP."""
+    retime_sp(ctx, plan)
+
+
+def cp_rule(ctx: RetimeContext, plan: RetimePlan) -> None:
+    """Context parallelism: tokens / CP per rank, attention's K/V exchanged over the CP group."""
+    retime_cp(ctx, plan)
+
+
+def recompute_rule(ctx: RetimeContext, plan: RetimePlan) -> None:
+    """Activation recomputation: each layer's backward gains (or loses) the recomputed forward,
+    after the shape rules so the recomputed forward is the re-timed one."""
+    retime_recompute(ctx, plan)
 
 
 def hardware_rule(ctx: RetimeContext, plan: RetimePlan) -> None:
@@ -69,6 +86,9 @@ def host_rule(ctx: RetimeContext, plan: RetimePlan) -> None:
 RULES: dict[str, Rule] = {
     "compute": compute_rule,
     "tp_allreduce": tp_allreduce_rule,
+    "sp": sp_rule,
+    "cp": cp_rule,
+    "recompute": recompute_rule,
     "hardware": hardware_rule,
     "collectives": collectives_rule,
     "host": host_rule,
