@@ -225,7 +225,7 @@ REGISTRY: tuple[Knob, ...] = (
               "(PP-1)/(VP x microbatches), with VP x the pipeline transfers", overridable=True,
               assumed=("guess", "assumed 1: the trace's pipeline is read as not interleaved")),
     Knob(name="sp", type=bool, default=False, group="Parallelism", label="Sequence parallel (SP)",
-         short="SP", rules=("sp",), overridable=True,
+         short="SP", rules=("sp",), overridable=True, shape=True,
          help="shard the activations outside attention along the sequence over TP: TP all-reduce "
          "becomes reduce-scatter + all-gather (same bytes), norms/dropout/residuals and their "
          "activation memory / TP",
@@ -259,7 +259,7 @@ REGISTRY: tuple[Knob, ...] = (
     Knob(name="recompute", type=str, default="none", group="Memory", label="Recompute", short="recompute",
          help="activation recomputation: none, selective (attention core runs again in backward), "
          "full (each layer's forward runs again before its backward); less activation memory",
-         rules=("recompute",), choices=RECOMPUTE_MODES, noun="recompute mode", overridable=True,
+         rules=("recompute",), choices=RECOMPUTE_MODES, noun="recompute mode", overridable=True, shape=True,
          assumed=("guess", "assumed none: no recomputed forward found in the backward pass")),
     Knob(name="zero", type=int, default=0, group="Memory", label="ZeRO stage", short="ZeRO",
          help="distributed optimizer: 1 shards optimizer states over DP, 2 + grads, 3 + weights "

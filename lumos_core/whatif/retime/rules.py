@@ -16,7 +16,7 @@ from lumos_core.whatif.retime.cpu_ops import retime_cpu_ops
 from lumos_core.whatif.retime.host import scale_host
 from lumos_core.whatif.retime.layer_rules import retime_cp, retime_recompute, retime_sp
 from lumos_core.whatif.retime.plan import RetimePlan
-from lumos_core.whatif.retime.ratios import COMPUTE_BOUND, MEMORY_BOUND, hardware_ratio
+from lumos_core.whatif.retime.ratios import COMPUTE_BOUND, MEMORY_BOUND, hardware_ratio, qkv_width
 
 Rule = Callable[[RetimeContext, RetimePlan], None]
 
@@ -30,6 +30,14 @@ def compute_rule(ctx: RetimeContext, plan: RetimePlan) -> None:
         retime_compute(ctx, plan, curve)
     else:
         retime_cpu_ops(ctx, plan)
+    kv0, kv1 = ctx.base.kv_heads, ctx.config.kv_heads
+    if kv1 is not None and kv0 is not None and kv1 != kv0:
+        q0, q1 = qkv_width(ctx.base), qkv_width(ctx.config)
+        ctx.notes.append(
+            f"kv_heads={kv1} (rule compute): the QKV GEMMs by their recorded shapes at width {q0} -> {q1} "
+            f"((heads + 2 x KV heads) x head dim; /TP per rank); attention kernels keep their time (every "
+            "query head still attends over all keys)"
+        )
 
 
 def tp_allreduce_rule(ctx: RetimeContext, plan: RetimePlan) -> None:
