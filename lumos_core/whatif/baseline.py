@@ -19,6 +19,7 @@ from lumos_core.perf.hardware import get_gpu
 from lumos_core.trace.kernel_families import GEMM_OPS
 from lumos_core.trace.model import CollectiveKind, Job, Kind, RankTrace
 from lumos_core.whatif.config import Baseline, Inferred, JobConfig
+from lumos_core.whatif.knob_registry import KNOB
 from lumos_core.whatif.layer_names import layer_index
 from lumos_core.whatif.row_groups import group_ids
 from lumos_core.whatif.segments import layer_count_from_kernels
@@ -335,6 +336,10 @@ def infer_baseline(job: Job, overrides: dict[str, Any] | None = None) -> Baselin
             fields["vocab"] = Inferred(
                 vocab, "inferred", "widest GEMM output from the hidden size (the LM head)"
             )
+    for k in ("recompute", "sp", "vp", "cp"):  # not found in the trace: the knob's stated assumption
+        if k not in fields:
+            confidence, how_found = KNOB[k].assumed
+            fields[k] = Inferred(KNOB[k].default, confidence, how_found)
     for k in ("hidden", "ffn", "heads", "kv_heads", "seq", "micro_batch"):
         if k in model:
             fields[k] = Inferred(model[k][0], "certain" if synth else "inferred", model[k][1])

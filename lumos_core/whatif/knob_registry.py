@@ -232,7 +232,8 @@ REGISTRY: tuple[Knob, ...] = (
          assumed=("guess", "assumed off: no reduce-scatter/all-gather pattern on the TP group")),
     _parallel("cp", label="Context parallel (CP)", short="CP", rules=("cp", "collectives"),
               help="the sequence split over this many GPUs: per-rank tokens / CP, attention's K/V "
-              "exchanged over the CP group; gradients reduced over DP x CP", overridable=True),
+              "exchanged over the CP group; gradients reduced over DP x CP", overridable=True,
+              assumed=("guess", "assumed 1: no context-parallel group is recognised in the trace")),
     Knob(name="schedule", type=str, default="1f1b", group="Parallelism", label="Schedule", short="",
          help="pipeline schedule", rules=(SCHEDULE,), choices=tuple(SCHEDULES), noun="schedule",
          assumed=("guess", "assumed: the trace does not name its pipeline schedule")),
