@@ -1,4 +1,4 @@
-"""The knobs of issue 26 (recompute, vp, sp, cp, kv_heads) in the app's What-if form, generated from
+"""The knobs of issue 26 (recompute, vp, sp, cp, kv_heads, mlp) in the app's What-if form, generated from
 the knob registry: each has its field in its group, shows the traced value, and setting it in the
 form and pressing Estimate produces a prediction that differs from the baseline replay, with the
 note of the rule that re-timed it. On the SYNTHETIC demo job (TP2 x PP2 x DP2, 8 layers, 4
@@ -29,7 +29,7 @@ def test_the_new_knobs_have_their_fields_in_the_form(demo) -> None:
     panel = demo.workbench.panel
     where = {name: title for title, knobs in GROUPS for name, _, _ in knobs}
     assert where["vp"] == where["sp"] == where["cp"] == "Parallelism"
-    assert where["kv_heads"] == "Model" and where["recompute"] == "Memory"
+    assert where["kv_heads"] == where["mlp"] == "Model" and where["recompute"] == "Memory"
     assert isinstance(panel.editors["sp"], QComboBox) and isinstance(panel.editors["recompute"], QComboBox)
     assert isinstance(panel.editors["vp"], QLineEdit) and isinstance(panel.editors["kv_heads"], QLineEdit)
     # the traced values are shown beside the fields (recorded by lumos synth in the demo job)
@@ -57,6 +57,7 @@ def _set(panel, knob: str, value) -> None:  # type: ignore[no-untyped-def]
         ("sp", True, "rule sp"),
         ("cp", 2, "rule cp"),
         ("kv_heads", 8, "rule compute"),
+        ("mlp", "swiglu", "mlp=swiglu (rule compute"),
     ],
 )
 def test_setting_a_new_knob_in_the_form_changes_the_prediction(demo, qtbot, knob, value, rule) -> None:  # type: ignore[no-untyped-def]

@@ -13,6 +13,7 @@ Tolerances come from the issue's targets and the physics, not from today's outpu
 * kv_heads 8 of 48: the QKV GEMM goes from 3h to (48 + 16)/48 h wide: 12 h^2 -> 10.33 h^2 of layer
   GEMM work, at most -14 % of the iteration.
 * cp 2: every rank holds half the tokens: between the ideal 0.5x and 0.8x (fixed costs, K/V exchange).
+* mlp swiglu at f = 2h: the gate projection adds 2h^2 to 8h^2 of layer GEMM work: at most +25 %.
 """
 
 from __future__ import annotations
@@ -126,6 +127,17 @@ def test_grouped_query_attention_shrinks_the_qkv_gemm(pp4: Path) -> None:
     assert any("kv_heads=8 (rule compute)" in n for n in r.notes)
 
 
+def test_a_swiglu_mlp_adds_half_the_mlp_gemm_work(pp4: Path) -> None:
+    job = load_job(pp4, use_cache=False)
+    base = estimate(job)
+    assert base.baseline.config.mlp == "gelu"
+    r = estimate(job, {"mlp": "swiglu"})
+    # GPT-3 15B has f = 2h: MLP GEMMs 4h^2 of 8h^2 per layer; the gate adds 2h^2: at most +25 %
+    assert 1.03 <= _ratio(r) <= 1.25, _ratio(r)
+    assert r.memory.peak_bytes > base.memory.peak_bytes
+    assert any("mlp=swiglu (rule compute" in n for n in r.notes)
+
+
 def _cli(*args: str) -> dict:
     out = subprocess.run(
         [sys.executable, "-m", "lumos_core", *args, "-q"],
@@ -147,6 +159,7 @@ def _cli(*args: str) -> dict:
         (["--sp"], "rule sp"),
         (["--cp", "2"], "rule cp"),
         (["--kv-heads", "8"], "rule compute"),
+        (["--mlp", "swiglu"], "mlp=swiglu (rule compute"),
     ],
 )
 def test_each_knob_through_the_cli_changes_the_prediction_and_names_its_rule(

@@ -308,6 +308,7 @@ def infer_baseline(job: Job, overrides: dict[str, Any] | None = None) -> Baselin
             model[k] = (int(m[k]), "recorded by lumos synth")
         model["micro_batch"] = (int(synth["micro_batch"]), "recorded by lumos synth")
         model["kv_heads"] = (int(m.get("kv_heads") or m["heads"]), "recorded by lumos synth")
+        fields["mlp"] = Inferred("swiglu" if m.get("gated_ffn") else "gelu", "certain", "recorded by lumos synth")
         for k in ("recompute", "sp", "vp", "cp"):
             if k in synth:
                 fields[k] = Inferred(synth[k], "certain", "recorded by lumos synth")
@@ -318,6 +319,8 @@ def infer_baseline(job: Job, overrides: dict[str, Any] | None = None) -> Baselin
             if k in shapes:
                 v, h = shapes[k]
                 model[k] = (v * (tp if k == "ffn" else 1), h)
+        if "ffn" in shapes and "hidden" in shapes:
+            fields["mlp"] = _mlp_kind(gemms, shapes["hidden"][0], shapes["ffn"][0])
         if "tokens" in shapes:
             fields["tokens"] = Inferred(shapes["tokens"][0], "inferred", shapes["tokens"][1])
         att = _attention_shape(job)
@@ -336,7 +339,7 @@ def infer_baseline(job: Job, overrides: dict[str, Any] | None = None) -> Baselin
             fields["vocab"] = Inferred(
                 vocab, "inferred", "widest GEMM output from the hidden size (the LM head)"
             )
-    for k in ("recompute", "sp", "vp", "cp"):  # not found in the trace: the knob's stated assumption
+    for k in ("recompute", "sp", "vp", "cp", "mlp"):  # not found in the trace: the knob's stated assumption
         if k not in fields:
             confidence, how_found = KNOB[k].assumed
             fields[k] = Inferred(KNOB[k].default, confidence, how_found)
@@ -367,7 +370,7 @@ def infer_baseline(job: Job, overrides: dict[str, Any] | None = None) -> Baselin
         micro_batch=fields["micro_batch"].value,
         gpu=gpu,
         kv_heads=fields["kv_heads"].value,
-        **{k: fields[k].value for k in ("recompute", "sp", "vp", "cp") if k in fields},
+        **{k: fields[k].value for k in ("recompute", "sp", "vp", "cp", "mlp") if k in fields},
     )
     if overrides:
         config = config.with_changes(**overrides)
@@ -377,6 +380,17 @@ def infer_baseline(job: Job, overrides: dict[str, Any] | None = None) -> Baselin
     return Baseline(
         config=config, fields=fields, groups={r: sorted(g) for r, g in by_role.items()}, notes=notes
     )
+
+
+def _mlp_kind(shapes: collections.Counter, hidden: int, ffn_shard: int) -> Inferred:
+    """SwiGLU when the layers' GEMMs widen hidden to twice the FFN shard (fused gate+up) and never to
+    the FFN shard itself; GeLU when they widen it to the FFN shard."""
+    widths = {n for (_m, k, n) in shapes if k == hidden}
+    if 2 * ffn_shard in widths and ffn_shard not in widths:
+        return Inferred("swiglu", "inferred", "a hidden -> 2 x FFN GEMM (fused gate and up projections)")
+    if ffn_shard in widths:
+        return Inferred("gelu", "inferred", "a hidden -> FFN GEMM (one up projection)")
+    return Inferred("gelu", *KNOB["mlp"].assumed)
 
 
 def _recompute_in_backward(job: Job) -> tuple[str, str] | None:

@@ -245,6 +245,11 @@ REGISTRY: tuple[Knob, ...] = (
     _shape("kv_heads", label="KV heads (GQA)", short="KV heads", rules=("compute",),
            help="key/value heads (grouped-query attention): the QKV GEMM shrinks to (heads + 2 KV "
            "heads) x head dim, and K/V activations with it"),
+    Knob(name="mlp", type=str, default="gelu", group="Model", label="MLP", short="MLP",
+         help="feed-forward kind: gelu (GPT-3: two GEMMs, h x f and f x h) or swiglu (Llama: gate and "
+         "up h x 2f, then down f x h: 1.5x the MLP GEMM work at the same FFN size)",
+         rules=("compute",), choices=("gelu", "swiglu"), noun="MLP kind", shape=True, overridable=True,
+         assumed=("guess", "assumed gelu: no gate+up GEMM of twice the FFN width found")),
     _shape("seq", label="Sequence length", short="seq", help="tokens per sample"),
     _shape("micro_batch", label="Micro-batch size", short="micro-batch", help="samples per microbatch"),
     Knob(name="gpu", type=str, default="H100", group="Hardware", label="GPU", short="",

@@ -199,6 +199,8 @@ def layer_activation_bytes(cfg: JobConfig, traits: ModelTraits, recompute: str =
     if sp:
         replicated /= t
     kv = _kv_fraction(cfg)
+    if cfg.mlp == "swiglu":
+        sbf = sbf * 3 // 2  # gate and up outputs (2 x 2f) and the activation (f) for 2 x 2f of GeLU
     if kv == 1.0:
         split = (8 * sbh + 4 * sbf) * e2 / t
     else:  # grouped-query attention: K and V have KV heads, Q and the projection input all heads
@@ -233,6 +235,8 @@ def stage_parts(cfg: JobConfig, traits: ModelTraits, stage: int) -> tuple[Memory
     first, last = stage == 0, stage == pp - 1
     vocab = traits.vocab or 0
     params = layers * _layer_params(h, f, _kv_fraction(cfg)) / t
+    if cfg.mlp == "swiglu":
+        params += layers * h * f / t  # the gate projection
     if first:
         params += vocab * h / t + s * h
     if last:

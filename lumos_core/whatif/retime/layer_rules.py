@@ -189,3 +189,43 @@ def retime_cp(ctx: RetimeContext, plan: RetimePlan) -> None:
         f"attention x{a_ratio:.3f}, K/V exchange {seconds * 1e6:.0f} µs per layer pass overlapped with it; "
         f"gradients reduced over DP x CP = {cfg.dp * c1} ranks (rule collectives)"
     )
+
+
+def retime_mlp(ctx: RetimeContext, plan: RetimePlan) -> None:
+    """The feed-forward kind (GeLU <-> SwiGLU at the same FFN size f). A GeLU layer's MLP GEMMs are
+    h x f and f x h (forward, input and weight gradients); SwiGLU's gate+up GEMM is h x 2f. By
+    recorded shape, the FFN GEMMs of a GeLU trace (a dimension f / TP beside h) take 1.5x their time
+    in aggregate (each shape group holds one up- and one down-projection GEMM: (2 + 1) / 2), and the
+    gate+up GEMMs of a SwiGLU trace (a dimension 2f / TP) half theirs; the activation kernels keep
+    their time (a stated approximation: SiLU x gate reads twice GeLU's bytes)."""
+    old, new = ctx.base.mlp, ctx.config.mlp
+    if old == new or not ctx.has_gpu:
+        return
+    f, h, t = ctx.base.ffn, ctx.base.hidden, ctx.base.tp
+    if not (f and h):
+        ctx.notes.append(f"mlp={new}: not re-timed (the trace's FFN and hidden sizes are unknown)")
+        return
+    fam = ctx.families()
+    gemm = np.flatnonzero(ctx.task & (fam == Family.GEMM))
+    width, factor = (f // t, 1.5) if old == "gelu" else (2 * f // t, 0.5)
+    tokens = ctx.baseline.fields["tokens"].value if "tokens" in ctx.baseline.fields else None
+    if tokens is None and ctx.base.seq and ctx.base.micro_batch:
+        tokens = ctx.base.seq * ctx.base.micro_batch // ctx.base.cp
+    want = sorted((h, width))
+
+    def is_mlp(shape: tuple[int, int, int] | None) -> bool:
+        # forward and input gradient: tokens x {h, width}; weight gradient: {h, width} with tokens
+        # as the contraction. Both other dims must match (a width may equal h, e.g. f = 2h at TP 2).
+        if not shape or tokens not in shape:
+            return False
+        rest = list(shape)
+        rest.remove(tokens)
+        return sorted(rest) == want
+
+    hit = [v for v, s in zip(gemm.tolist(), gemm_shapes_of_nodes(ctx.job, ctx.graph, gemm)) if is_mlp(s)]
+    plan.apply(np.asarray(hit, np.int64), factor, "MLP GEMM", f"{old} -> {new}: MLP GEMM work x{factor:g}", "rule compute")
+    ctx.notes.append(
+        f"mlp={new} (rule compute, traced {old}): {len(hit)} MLP GEMMs with a {width}-wide dimension "
+        f"x{factor:g} (SwiGLU's gate+up GEMM is twice the FFN width); norms and activations keep their time"
+        + ("" if hit else " (no MLP GEMM with a recorded shape was found: time unchanged)")
+    )

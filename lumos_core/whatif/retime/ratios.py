@@ -120,6 +120,10 @@ def width_map(base: JobConfig, new: JobConfig) -> dict[int, int]:
         pairs.append((f, f2))
         if tp > 1 or tp2 > 1:
             pairs.append((f // tp, f2 // tp2))
+        if base.mlp == new.mlp == "swiglu":  # the fused gate+up GEMM is 2 x FFN wide
+            pairs.append((2 * f, 2 * f2))
+            if tp > 1 or tp2 > 1:
+                pairs.append((2 * f // tp, 2 * f2 // tp2))
     out: dict[int, int] = {}
     bad: set[int] = set()
     for a, b in pairs:

@@ -14,7 +14,7 @@ from lumos_core.whatif.retime.compute import add_tp_allreduces, fit_gemm_curve, 
 from lumos_core.whatif.retime.context import RetimeContext
 from lumos_core.whatif.retime.cpu_ops import retime_cpu_ops
 from lumos_core.whatif.retime.host import scale_host
-from lumos_core.whatif.retime.layer_rules import retime_cp, retime_recompute, retime_sp
+from lumos_core.whatif.retime.layer_rules import retime_cp, retime_mlp, retime_recompute, retime_sp
 from lumos_core.whatif.retime.plan import RetimePlan
 from lumos_core.whatif.retime.ratios import COMPUTE_BOUND, MEMORY_BOUND, hardware_ratio, qkv_width
 
@@ -23,6 +23,7 @@ Rule = Callable[[RetimeContext, RetimePlan], None]
 
 def compute_rule(ctx: RetimeContext, plan: RetimePlan) -> None:
     """Model shape and TP: kernels (or CPU operators on CPU-only traces) by their new work."""
+    retime_mlp(ctx, plan)
     if not ctx.shape_change:
         return
     if ctx.has_gpu:
