@@ -84,8 +84,8 @@ def retime_recompute(ctx: RetimeContext, plan: RetimePlan) -> None:
     }
     ctx.notes.append(
         f"recompute={new} (rule recompute, traced {old}): {what[new]}; re-timed from this trace's own "
-        f"forward kernels, {100 * share:+.1f} % of the layers' backward compute time (the recomputed "
-        "forward's TP collectives are counted as backward kernel time)"
+        f"forward kernels, {100 * share:+.1f} % of the layers' backward compute time"
+        + (" (the recomputed forward's TP collectives are counted as backward kernel time)" if ctx.base.tp > 1 else "")
         + ("" if len(att) or "selective" not in (old, new) else "; no attention kernels found to recompute")
     )
 
