@@ -47,7 +47,7 @@ def retime_recompute(ctx: RetimeContext, plan: RetimePlan) -> None:
     graph, fam = ctx.graph, ctx.families()
     cur = graph.dur * plan.ratio
     gpu = graph.node_type == NodeType.GPU
-    key = labels.group_key(graph.rank)
+    key = labels.layer_key(graph.rank)
     in_layer = labels.layer >= 0
     fwd = np.flatnonzero(gpu & in_layer & (labels.phase == Phase.F))
     bwd = np.flatnonzero(ctx.task & in_layer & (labels.phase == Phase.B))
@@ -55,18 +55,31 @@ def retime_recompute(ctx: RetimeContext, plan: RetimePlan) -> None:
         ctx.notes.append(f"recompute={new}: no layer forward/backward kernels found; time not re-timed")
         return
     att = fwd[fam[fwd] == Family.ATTENTION]
+    # A rebuilt graph holds several copies of a traced event (one per microbatch it stands for):
+    # each traced event counts once, and a layer's time is per microbatch (its microbatches alike).
+    event_id = (graph.rank.astype(np.int64) << 32) | (graph.event.astype(np.int64) & 0xFFFFFFFF)
+
+    def per_microbatch(nodes: np.ndarray, at: np.ndarray) -> np.ndarray:
+        if len(nodes) == 0:
+            return np.zeros(len(at))
+        _, first = np.unique(event_id[nodes], return_index=True)
+        one = nodes[first]
+        total = _sums(key[one], cur[one], at)
+        pairs = np.unique(np.stack([key[one], labels.mb[one]], axis=1), axis=0)
+        count = _sums(pairs[:, 0], np.ones(len(pairs)), at)
+        return total / np.maximum(count, 1.0)
 
     def extra(mode: str, at: np.ndarray) -> np.ndarray:
         if mode == "full":
-            return _sums(key[fwd], cur[fwd], at)
+            return per_microbatch(fwd, at)
         if mode == "selective":
-            return _sums(key[att], cur[att], at) if len(att) else np.zeros(len(at))
+            return per_microbatch(att, at)
         return np.zeros(len(at))
 
     b_keys = key[bwd]
-    b_sum = _sums(b_keys, cur[bwd], b_keys)
+    b_mb = per_microbatch(bwd, b_keys)
     add = extra(new, b_keys) - extra(old, b_keys)
-    factor = np.maximum(b_sum + add, 0.05 * b_sum) / np.maximum(b_sum, 1.0)
+    factor = np.maximum(b_mb + add, 0.05 * b_mb) / np.maximum(b_mb, 1.0)
     plan.apply(
         bwd,
         factor,
@@ -85,7 +98,7 @@ def retime_recompute(ctx: RetimeContext, plan: RetimePlan) -> None:
     ctx.notes.append(
         f"recompute={new} (rule recompute, traced {old}): {what[new]}; re-timed from this trace's own "
         f"forward kernels, {100 * share:+.1f} % of the layers' backward compute time"
-        + (" (the recomputed forward's TP collectives are counted as backward kernel time)" if ctx.base.tp > 1 else "")
+        + (" (the recomputed forward's TP collectives are counted as backward kernel time)" if ctx.base.tp > 1 and "full" in (old, new) else "")
         + ("" if len(att) or "selective" not in (old, new) else "; no attention kernels found to recompute")
     )
 

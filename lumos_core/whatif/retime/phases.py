@@ -29,6 +29,11 @@ class NodeLabels:
     mb: np.ndarray
     iteration: np.ndarray
 
+    def layer_key(self, rank: np.ndarray) -> np.ndarray:
+        """One integer per (rank, iteration, layer): a layer's passes of every microbatch."""
+        r = rank.astype(np.int64) + 1
+        return (r * 1024 + self.iteration + 1) * 65536 + self.layer + 1
+
     def group_key(self, rank: np.ndarray) -> np.ndarray:
         """One integer per (rank, iteration, layer, microbatch): a layer pass of one microbatch."""
         r = rank.astype(np.int64) + 1
