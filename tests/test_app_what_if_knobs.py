@@ -64,6 +64,8 @@ def test_setting_a_new_knob_in_the_form_changes_the_prediction(demo, qtbot, knob
     panel, wb = demo.workbench.panel, demo.workbench
     _set(panel, knob, value)
     assert panel.changes() == {knob: value}
+    if knob == "cp":  # the GPU count follows: DP x TP x PP x CP
+        assert "16 GPUs (DP 2 × TP 2 × PP 2 × CP 2)" in panel.world_label.text()
     with qtbot.waitSignal(wb.scenario_added, timeout=180_000) as got:
         panel.estimate_button.click()
     wait_loaded(demo)

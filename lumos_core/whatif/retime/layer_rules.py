@@ -97,7 +97,8 @@ def retime_recompute(ctx: RetimeContext, plan: RetimePlan) -> None:
     }
     ctx.notes.append(
         f"recompute={new} (rule recompute, traced {old}): {what[new]}; re-timed from this trace's own "
-        f"forward kernels, {100 * share:+.1f} % of the layers' backward compute time"
+        f"forward kernels, {100 * share:+.1f} % of the layers' backward compute time; the host time of "
+        "launching the recomputed kernels is not added (it matters only when the CPU sets the pace)"
         + (" (the recomputed forward's TP collectives are counted as backward kernel time)" if ctx.base.tp > 1 and "full" in (old, new) else "")
         + ("" if len(att) or "selective" not in (old, new) else "; no attention kernels found to recompute")
     )
