@@ -58,7 +58,7 @@ class JobConfigMethods:
         if unknown:
             raise ConfigError(f"unknown configuration field(s): {', '.join(sorted(unknown))}")
         kv = getattr(self, "kv_heads", None)
-        if changes.get("heads") is not None and changes.get("kv_heads") is None and kv == getattr(self, "heads", None):
+        if kv is not None and changes.get("heads") is not None and changes.get("kv_heads") is None and kv == getattr(self, "heads", None):
             changes = {**changes, "kv_heads": changes["heads"]}  # multi-head attention stays so
         return dataclasses.replace(self, **{k: v for k, v in changes.items() if v is not None})  # type: ignore[type-var]
 
