@@ -193,3 +193,15 @@ def test_a_sweep_shows_the_recomputation_trade(pp4: Path) -> None:
     for vp in (1, 2):
         assert 1.20 <= it[("full", vp)] / it[("none", vp)] <= 1.45, (vp, it)
     assert mem[("full", 1)] < mem[("none", 1)]
+
+
+def test_multi_head_attention_stays_so_when_only_heads_change() -> None:
+    from lumos_core.whatif.config import JobConfig, problems
+    from lumos_core.whatif.retime.ratios import qkv_width
+
+    mha = JobConfig(hidden=4096, heads=32, kv_heads=32)
+    assert mha.with_changes(heads=16).kv_heads == 16  # else --heads would silently make it GQA
+    gqa = JobConfig(hidden=4096, heads=32, kv_heads=8)
+    assert gqa.with_changes(heads=16).kv_heads == 8
+    assert qkv_width(mha) == 3 * 4096 and qkv_width(gqa) == (32 + 16) * 128
+    assert problems(JobConfig(hidden=4096, heads=32, kv_heads=6))  # 32 heads are not a multiple of 6
