@@ -28,6 +28,8 @@ SAMPLE = {int: 2, float: 0.5, str: None, bool: True}
 
 
 def _sample(k: reg.Knob):  # type: ignore[no-untyped-def]
+    if k.type is bool:
+        return True  # given as the bare flag (--sp)
     return k.values()[-1] if k.values() else SAMPLE[k.type]
 
 
@@ -107,8 +109,9 @@ def test_a_knob_without_a_rule_yet_says_so_beside_the_estimate(monkeypatch: pyte
     assert notes == [
         "sp=true: no re-timing rule for this knob yet; the predicted time does not include its effect"
     ]
-    assert not reg.KNOB["recompute"].retimed  # memory only, and its help says so
-    assert "memory model only" in reg.KNOB["recompute"].help
+    assert not reg.KNOB["zero"].retimed  # memory only, and its help says so
+    assert "memory model only" in reg.KNOB["zero"].help
+    assert reg.KNOB["recompute"].retimed and "recompute" in reg.KNOB["recompute"].rules
 
 
 def test_the_text_form_round_trips_every_knob() -> None:

@@ -272,7 +272,8 @@ class ConfigPanel(QWidget):
                 world = (
                     f"{base.world_size} GPU{'s' * (base.world_size != 1)} traced → "
                     f"{config.world_size} GPU{'s' * (config.world_size != 1)} "
-                    f"(DP {config.dp} × TP {config.tp} × PP {config.pp})"
+                    f"(DP {config.dp} × TP {config.tp} × PP {config.pp}"
+                    + (f" × CP {config.cp})" if config.cp > 1 else ")")
                 )
                 if not changes:
                     world += " — change a value to estimate a what-if"

@@ -19,6 +19,7 @@ from lumos_core.perf.hardware import get_gpu
 from lumos_core.trace.kernel_families import GEMM_OPS
 from lumos_core.trace.model import CollectiveKind, Job, Kind, RankTrace
 from lumos_core.whatif.config import Baseline, Inferred, JobConfig
+from lumos_core.whatif.knob_registry import KNOB
 from lumos_core.whatif.layer_names import layer_index
 from lumos_core.whatif.row_groups import group_ids
 from lumos_core.whatif.segments import layer_count_from_kernels
@@ -306,6 +307,11 @@ def infer_baseline(job: Job, overrides: dict[str, Any] | None = None) -> Baselin
         for k in ("hidden", "ffn", "heads", "seq"):
             model[k] = (int(m[k]), "recorded by lumos synth")
         model["micro_batch"] = (int(synth["micro_batch"]), "recorded by lumos synth")
+        model["kv_heads"] = (int(m.get("kv_heads") or m["heads"]), "recorded by lumos synth")
+        fields["mlp"] = Inferred("swiglu" if m.get("gated_ffn") else "gelu", "certain", "recorded by lumos synth")
+        for k in ("recompute", "sp", "vp", "cp"):
+            if k in synth:
+                fields[k] = Inferred(synth[k], "certain", "recorded by lumos synth")
     else:
         gemms = _gemm_shapes(job)
         shapes = _model_from_shapes(gemms)
@@ -313,19 +319,31 @@ def infer_baseline(job: Job, overrides: dict[str, Any] | None = None) -> Baselin
             if k in shapes:
                 v, h = shapes[k]
                 model[k] = (v * (tp if k == "ffn" else 1), h)
+        if "ffn" in shapes and "hidden" in shapes:
+            fields["mlp"] = _mlp_kind(gemms, shapes["hidden"][0], shapes["ffn"][0])
         if "tokens" in shapes:
             fields["tokens"] = Inferred(shapes["tokens"][0], "inferred", shapes["tokens"][1])
         att = _attention_shape(job)
         if att:
-            b, heads, seq, _ = att
+            b, heads, seq, _, kv = att
             how = "scaled_dot_product_attention input [micro-batch, heads, seq, head dim]"
             model.update({"micro_batch": (b, how), "heads": (heads * tp, how), "seq": (seq, how)})
+            model["kv_heads"] = (kv * tp, "scaled_dot_product_attention key input [b, KV heads, seq, d]")
+        recompute = _recompute_in_backward(job)
+        if recompute:
+            fields["recompute"] = Inferred(recompute[0], "inferred", recompute[1])
+        if tp > 1 and _tp_group_shards_sequence(job, roles):
+            fields["sp"] = Inferred(True, "inferred", "reduce-scatter/all-gather on the TP group (no all-reduce)")
         vocab = _vocab(gemms, shapes)
         if vocab:
             fields["vocab"] = Inferred(
                 vocab, "inferred", "widest GEMM output from the hidden size (the LM head)"
             )
-    for k in ("hidden", "ffn", "heads", "seq", "micro_batch"):
+    for k in ("recompute", "sp", "vp", "cp", "mlp"):  # not found in the trace: the knob's stated assumption
+        if k not in fields:
+            confidence, how_found = KNOB[k].assumed
+            fields[k] = Inferred(KNOB[k].default, confidence, how_found)
+    for k in ("hidden", "ffn", "heads", "kv_heads", "seq", "micro_batch"):
         if k in model:
             fields[k] = Inferred(model[k][0], "certain" if synth else "inferred", model[k][1])
         else:
@@ -351,6 +369,8 @@ def infer_baseline(job: Job, overrides: dict[str, Any] | None = None) -> Baselin
         seq=fields["seq"].value,
         micro_batch=fields["micro_batch"].value,
         gpu=gpu,
+        kv_heads=fields["kv_heads"].value,
+        **{k: fields[k].value for k in ("recompute", "sp", "vp", "cp", "mlp") if k in fields},
     )
     if overrides:
         config = config.with_changes(**overrides)
@@ -362,8 +382,42 @@ def infer_baseline(job: Job, overrides: dict[str, Any] | None = None) -> Baselin
     )
 
 
-def _attention_shape(job: Job) -> tuple[int, int, int, int] | None:
-    """(micro-batch, heads per rank, seq, head dim) from recorded attention inputs [b, h, s, d]."""
+def _mlp_kind(shapes: collections.Counter, hidden: int, ffn_shard: int) -> Inferred:
+    """SwiGLU when the layers' GEMMs widen hidden to twice the FFN shard (fused gate+up) and never to
+    the FFN shard itself; GeLU when they widen it to the FFN shard."""
+    widths = {n for (_m, k, n) in shapes if k == hidden}
+    if 2 * ffn_shard in widths and ffn_shard not in widths:
+        return Inferred("swiglu", "inferred", "a hidden -> 2 x FFN GEMM (fused gate and up projections)")
+    if ffn_shard in widths:
+        return Inferred("gelu", "inferred", "a hidden -> FFN GEMM (one up projection)")
+    return Inferred("gelu", *KNOB["mlp"].assumed)
+
+
+def _recompute_in_backward(job: Job) -> tuple[str, str] | None:
+    """("full" | "selective", how) when the trace re-runs forward work inside its backward pass:
+    Megatron's/PyTorch's checkpointing (``CheckpointFunction``) or ``recompute.`` annotations."""
+    for t in job.ranks[:2]:
+        names = [s for s in t.strings if s.startswith("recompute.") or "CheckpointFunction" in s]
+        if any("core_attention" in s for s in names):
+            return "selective", "recomputed attention-core annotations in the backward pass"
+        if names:
+            return "full", f"recomputed forward in the backward pass ({names[0]!r})"
+    return None
+
+
+def _tp_group_shards_sequence(job: Job, roles: dict[str, str]) -> bool:
+    """Sequence parallelism: the TP group reduce-scatters and all-gathers, never all-reduces."""
+    kinds = _collective_kinds_by_group(job)
+    tp = [kinds[n] for n, r in roles.items() if r == "tp" and n in kinds]
+    return bool(tp) and all(
+        c[CollectiveKind.ALL_REDUCE] == 0 and c[CollectiveKind.REDUCE_SCATTER] and c[CollectiveKind.ALL_GATHER]
+        for c in tp
+    )
+
+
+def _attention_shape(job: Job) -> tuple[int, int, int, int, int] | None:
+    """(micro-batch, heads per rank, seq, head dim, KV heads per rank) from recorded attention inputs
+    [b, h, s, d] (query, then key)."""
     for t in job.ranks[:2]:
         ids = [
             i
@@ -375,8 +429,10 @@ def _attention_shape(job: Job) -> tuple[int, int, int, int] | None:
             dims = t.args_of(ev).get("Input Dims")
             if isinstance(dims, list) and dims and isinstance(dims[0], list) and len(dims[0]) == 4:
                 b, h, s, d = (int(x) for x in dims[0])
+                k = dims[1] if len(dims) > 1 and isinstance(dims[1], list) and len(dims[1]) == 4 else dims[0]
+                kv = int(k[1]) if int(k[1]) > 0 and h % int(k[1]) == 0 else h
                 if min(b, h, s, d) > 0:
-                    return b, h, s, d
+                    return b, h, s, d, kv
     return None
 
 

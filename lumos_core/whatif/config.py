@@ -29,11 +29,12 @@ class JobConfigMethods:
     dp: int
     tp: int
     pp: int
+    cp: int
     gpu: str
 
     @property
     def world_size(self) -> int:
-        return self.dp * self.tp * self.pp
+        return self.dp * self.tp * self.pp * self.cp
 
     @cached_property
     def gpu_profile(self) -> GpuProfile:
@@ -56,6 +57,9 @@ class JobConfigMethods:
         unknown = set(changes) - set(KNOB)
         if unknown:
             raise ConfigError(f"unknown configuration field(s): {', '.join(sorted(unknown))}")
+        kv = getattr(self, "kv_heads", None)
+        if kv is not None and changes.get("heads") is not None and changes.get("kv_heads") is None and kv == getattr(self, "heads", None):
+            changes = {**changes, "kv_heads": changes["heads"]}  # multi-head attention stays so
         return dataclasses.replace(self, **{k: v for k, v in changes.items() if v is not None})  # type: ignore[type-var]
 
     def as_dict(self) -> dict[str, Any]:
@@ -134,6 +138,21 @@ def problems(config: JobConfig, baseline: Baseline | None = None) -> list[str]:
             f"{config.layers} layers do not divide into {config.pp} pipeline stages evenly "
             f"(try {config.layers - config.layers % config.pp or config.pp} or {config.layers + config.pp - config.layers % config.pp} layers)"
         )
+    if config.vp > 1 and (config.pp < 2 or config.microbatches % config.pp):
+        out.append(
+            f"{config.vp} virtual stages (interleaved 1F1B) need at least 2 pipeline stages and "
+            f"microbatches a multiple of them ({config.microbatches} microbatches, PP {config.pp})"
+        )
+    if config.vp > 1 and config.schedule != "1f1b":
+        out.append(f"virtual stages interleave the 1f1b schedule, not {config.schedule}")
+    if config.vp > 1 and config.layers is not None and config.layers % (config.pp * config.vp):
+        out.append(f"{config.layers} layers do not split into {config.pp} x {config.vp} virtual stages")
+    if config.cp > 1 and config.seq is not None and config.seq % config.cp:
+        out.append(f"sequence {config.seq} does not split over CP {config.cp}")
+    if config.kv_heads is not None and config.heads is not None and config.heads % config.kv_heads:
+        out.append(f"{config.heads} attention heads are not a multiple of {config.kv_heads} KV heads")
+    if config.kv_heads is not None and config.kv_heads % config.tp and config.tp % config.kv_heads:
+        out.append(f"{config.kv_heads} KV heads do not split over TP {config.tp}")
     if config.heads is not None and config.heads % config.tp:
         out.append(f"{config.heads} attention heads do not split over TP {config.tp}")
     if config.hidden is not None and config.heads is not None and config.hidden % config.heads:

@@ -445,11 +445,12 @@ def _replica_layout(job: Job, base: JobConfig, config: JobConfig) -> dict[int, l
     traced ones (replicas run the same work)."""
     out: dict[int, list[int]] = {}
     traced = {t.rank for t in job.ranks}
+    dp_new, dp_old = config.dp * config.cp, base.dp * base.cp  # CP ranks fold like DP replicas
     for new in range(config.world_size):
         t_new = new % config.tp
-        d_new = (new // config.tp) % config.dp
-        p_new = new // (config.tp * config.dp)
-        src = (t_new % base.tp) + base.tp * ((d_new % base.dp) + base.dp * p_new)
+        d_new = (new // config.tp) % dp_new
+        p_new = new // (config.tp * dp_new)
+        src = (t_new % base.tp) + base.tp * ((d_new % dp_old) + dp_old * p_new)
         if src in traced:
             out.setdefault(src, []).append(new)
     return out

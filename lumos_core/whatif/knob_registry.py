@@ -36,7 +36,7 @@ REWRITE = "rewrite"  # rebuilds the execution graph (pipeline, microbatches, lay
 SCHEDULE = "schedule"  # read by the rewrite when it rebuilds the pipeline; alone it changes nothing
 MEMORY = "memory"  # memory model only: the predicted time does not move (honestly so)
 # Duration rules, in whatif/retime/rules.py (RULES), applied in this order:
-TIME_RULES = ("compute", "tp_allreduce", "hardware", "collectives", "host")
+TIME_RULES = ("compute", "tp_allreduce", "sp", "cp", "recompute", "hardware", "collectives", "host")
 EFFECTS = (REWRITE, SCHEDULE, MEMORY, *TIME_RULES)
 
 # The app's What-if panel groups, in this order.
@@ -220,6 +220,20 @@ REGISTRY: tuple[Knob, ...] = (
               help="layers split into this many stages"),
     _parallel("microbatches", label="Microbatches", short="microbatches", rules=(REWRITE,),
               help="per iteration and pipeline", overridable=True),
+    _parallel("vp", label="Virtual stages (VP)", short="VP", rules=(REWRITE,),
+              help="model chunks per pipeline rank (interleaved 1F1B): the bubble shrinks to "
+              "(PP-1)/(VP x microbatches), with VP x the pipeline transfers", overridable=True,
+              assumed=("guess", "assumed 1: the trace's pipeline is read as not interleaved")),
+    Knob(name="sp", type=bool, default=False, group="Parallelism", label="Sequence parallel (SP)",
+         short="SP", rules=("sp",), overridable=True, shape=True,
+         help="shard the activations outside attention along the sequence over TP: TP all-reduce "
+         "becomes reduce-scatter + all-gather (same bytes), norms/dropout/residuals and their "
+         "activation memory / TP",
+         assumed=("guess", "assumed off: no reduce-scatter/all-gather pattern on the TP group")),
+    _parallel("cp", label="Context parallel (CP)", short="CP", rules=("cp", "collectives"),
+              help="the sequence split over this many GPUs: per-rank tokens / CP, attention's K/V "
+              "exchanged over the CP group; gradients reduced over DP x CP", overridable=True,
+              assumed=("guess", "assumed 1: no context-parallel group is recognised in the trace")),
     Knob(name="schedule", type=str, default="1f1b", group="Parallelism", label="Schedule", short="",
          help="pipeline schedule", rules=(SCHEDULE,), choices=tuple(SCHEDULES), noun="schedule",
          assumed=("guess", "assumed: the trace does not name its pipeline schedule")),
@@ -228,6 +242,14 @@ REGISTRY: tuple[Knob, ...] = (
     _shape("hidden", label="Hidden size", short="hidden", help="model width"),
     _shape("ffn", label="FFN size", short="FFN", help="MLP width"),
     _shape("heads", label="Attention heads", short="heads", help=""),
+    _shape("kv_heads", label="KV heads (GQA)", short="KV heads", rules=("compute",),
+           help="key/value heads (grouped-query attention): the QKV GEMM shrinks to (heads + 2 KV "
+           "heads) x head dim, and K/V activations with it"),
+    Knob(name="mlp", type=str, default="gelu", group="Model", label="MLP", short="MLP",
+         help="feed-forward kind: gelu (GPT-3: two GEMMs, h x f and f x h) or swiglu (Llama: gate and "
+         "up h x 2f, then down f x h: 1.5x the MLP GEMM work at the same FFN size)",
+         rules=("compute",), choices=("gelu", "swiglu"), noun="MLP kind", shape=True, overridable=True,
+         assumed=("guess", "assumed gelu: no gate+up GEMM of twice the FFN width found")),
     _shape("seq", label="Sequence length", short="seq", help="tokens per sample"),
     _shape("micro_batch", label="Micro-batch size", short="micro-batch", help="samples per microbatch"),
     Knob(name="gpu", type=str, default="H100", group="Hardware", label="GPU", short="",
@@ -241,9 +263,10 @@ REGISTRY: tuple[Knob, ...] = (
          short="network GB/s", help="per-GPU inter-node bandwidth", rules=("collectives",),
          unit="GB/s", optional=True, minimum=0, exclusive_minimum=True, profile_field="network_bandwidth"),
     Knob(name="recompute", type=str, default="none", group="Memory", label="Recompute", short="recompute",
-         help="activation recomputation: none, selective (attention core), full (memory model only: "
-         "the time of the recomputed forward passes is not estimated yet)",
-         rules=(MEMORY,), choices=RECOMPUTE_MODES, noun="recompute mode"),
+         help="activation recomputation: none, selective (attention core runs again in backward), "
+         "full (each layer's forward runs again before its backward); less activation memory",
+         rules=("recompute",), choices=RECOMPUTE_MODES, noun="recompute mode", overridable=True, shape=True,
+         assumed=("guess", "assumed none: no recomputed forward found in the backward pass")),
     Knob(name="zero", type=int, default=0, group="Memory", label="ZeRO stage", short="ZeRO",
          help="distributed optimizer: 1 shards optimizer states over DP, 2 + grads, 3 + weights "
          "(memory model only)", rules=(MEMORY,), choices=(0, 1, 2, 3),

@@ -17,9 +17,11 @@ def layer_index(name: str) -> int | None:
 
     >>> layer_index("decoder.layers.11"), layer_index("layer.0"), layer_index("nn.Module: Block_3")
     (11, 0, 3)
-    >>> layer_index("decoder.layers.1.backward") is None
-    True
+    >>> layer_index("decoder.layers.1.backward") is None, layer_index("recompute.decoder.layers.1") is None
+    (True, True)
     """
+    if name.startswith("recompute."):  # a forward re-run inside the backward (activation recomputation)
+        return None
     m = _LAYER_NAME.match(name)
     if not m:
         return None

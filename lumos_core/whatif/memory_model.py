@@ -31,7 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from lumos_core.perf.schedules import schedule
+from lumos_core.perf.schedules import interleaved_order, schedule
 from lumos_core.whatif.config import JobConfig
 
 __all__ = [
@@ -160,9 +160,16 @@ class MemoryPrediction:
         }
 
 
-def in_flight(kind: str, stage: int, stages: int, microbatches: int) -> int:
-    """Most forward passes of ``stage`` whose backward has not run yet, from the schedule's order."""
+def in_flight(kind: str, stage: int, stages: int, microbatches: int, vp: int = 1) -> float:
+    """Most forward passes of ``stage`` whose backward has not run yet, from the schedule's order;
+    interleaved (``vp`` > 1): model chunks in flight / vp, each chunk holding 1/vp of the layers
+    (Korthikanti's p (1 + (p-1)/(p v)) on the first stage)."""
     held = most = 0
+    if vp > 1:
+        for phase, _, _ in interleaved_order(stage, stages, vp, microbatches):
+            held += 1 if phase == "F" else -1
+            most = max(most, held)
+        return max(most / vp, 1.0)
     for phase, _ in schedule(kind, stage, stages, microbatches):
         held += 1 if phase == "F" else -1
         most = max(most, held)
@@ -174,7 +181,7 @@ def _dims(cfg: JobConfig) -> tuple[int, int, int, int, int]:
     if missing:
         raise ValueError(f"memory model needs {', '.join(missing)}")
     h = int(cfg.hidden)  # type: ignore[arg-type]
-    return int(cfg.seq), int(cfg.micro_batch), h, int(cfg.heads or max(1, h // 64)), int(cfg.ffn or 4 * h)  # type: ignore[arg-type]
+    return int(cfg.seq) // cfg.cp, int(cfg.micro_batch), h, int(cfg.heads or max(1, h // 64)), int(cfg.ffn or 4 * h)  # type: ignore[arg-type]
 
 
 def layer_activation_bytes(cfg: JobConfig, traits: ModelTraits, recompute: str = "none") -> int:
@@ -183,12 +190,21 @@ def layer_activation_bytes(cfg: JobConfig, traits: ModelTraits, recompute: str =
     t = cfg.tp
     e2 = traits.element_bytes / 2  # tensors are counted in 16-bit units by the paper
     sbh, sbf = s * b * h, s * b * f
+    sp = cfg.sp and t > 1  # sequence parallelism shards the replicated part over TP too
     if recompute == "full":
-        return int(2 * sbh * e2)  # the layer's input only
+        return int(2 * sbh * e2 / (t if sp else 1))  # the layer's input only
     # LayerNorm inputs (4), attention input (2) and MLP input (2) are replicated across TP ranks;
     # Q, K (4), V (2), projection input (2) and the two MLP activations (2 x 2f/h) are split.
     replicated = 8 * sbh * e2 + (2 * sbh if traits.dropout else 0)
-    split = (8 * sbh + 4 * sbf) * e2 / t
+    if sp:
+        replicated /= t
+    kv = _kv_fraction(cfg)
+    if cfg.mlp == "swiglu":
+        sbf = sbf * 3 // 2  # gate and up outputs (2 x 2f) and the activation (f) for 2 x 2f of GeLU
+    if kv == 1.0:
+        split = (8 * sbh + 4 * sbf) * e2 / t
+    else:  # grouped-query attention: K and V have KV heads, Q and the projection input all heads
+        split = ((4 + 4 * kv) * sbh + 4 * sbf) * e2 / t
     scores = 0.0
     if not traits.fused_attention and recompute == "none":
         # softmax output (2), its dropout mask (1) and the dropout output (2) per a·s²·b / t
@@ -196,8 +212,18 @@ def layer_activation_bytes(cfg: JobConfig, traits: ModelTraits, recompute: str =
     return int(replicated + split + scores)
 
 
-def _layer_params(h: int, f: int) -> int:
-    # QKV (3h² + 3h), projection (h² + h), MLP (2hf + f + h), two LayerNorms (4h)
+def _kv_fraction(cfg: JobConfig) -> float:
+    """KV heads / heads (1 for multi-head attention or when unknown)."""
+    a, kv = cfg.heads, cfg.kv_heads
+    return kv / a if a and kv and kv != a else 1.0
+
+
+def _layer_params(h: int, f: int, kv: float = 1.0) -> int:
+    # QKV (3h² + 3h; with GQA h(h + 2 kv h) + h + 2 kv h), projection (h² + h), MLP (2hf + f + h),
+    # two LayerNorms (4h)
+    if kv != 1.0:
+        q = int(h + 2 * kv * h)
+        return h * q + q + h * h + h + 2 * h * f + f + h + 4 * h
     return 4 * h * h + 3 * h + h + 2 * h * f + f + h + 4 * h
 
 
@@ -208,7 +234,9 @@ def stage_parts(cfg: JobConfig, traits: ModelTraits, stage: int) -> tuple[Memory
     layers = int(cfg.layers) // pp  # type: ignore[arg-type]
     first, last = stage == 0, stage == pp - 1
     vocab = traits.vocab or 0
-    params = layers * _layer_params(h, f) / t
+    params = layers * _layer_params(h, f, _kv_fraction(cfg)) / t
+    if cfg.mlp == "swiglu":
+        params += layers * h * f / t  # the gate projection
     if first:
         params += vocab * h / t + s * h
     if last:
@@ -220,7 +248,7 @@ def stage_parts(cfg: JobConfig, traits: ModelTraits, stage: int) -> tuple[Memory
         grads=int(params * g / (dp if zero >= 2 else 1)),
         optimizer=int(params * o / (dp if zero >= 1 else 1)),
     )
-    held = in_flight(cfg.schedule, stage, pp, cfg.microbatches)
+    held = in_flight(cfg.schedule, stage, pp, cfg.microbatches, cfg.vp)
     per_mb = layers * layer_activation_bytes(cfg, traits, cfg.recompute)
     if first and traits.dropout:
         per_mb += s * b * h  # embedding dropout mask

@@ -71,8 +71,18 @@ def build_rewritten(
             "adding tensor parallelism to a trace recorded without it needs per-layer TP "
             "collectives, which the trace does not have: start from a trace with TP > 1"
         )
+    if base.vp != 1:
+        raise ConfigError(
+            "the trace's pipeline is interleaved (virtual stages): rebuilding it is not supported; "
+            "give --baseline-vp 1 if it is not"
+        )
     L0, L1 = base.layers, config.layers or base.layers
     P0, P1, M1 = base.pp, config.pp, config.microbatches
+    # Interleaved 1F1B (VP virtual stages per rank) is built as 1F1B over VP x M sub-microbatches of
+    # 1/VP the work each (GPU and host): the same bubble, (P-1)/(VP M) of the ideal time, and VP x
+    # the pipeline transfers of a whole microbatch's activations (one per model chunk boundary).
+    V = config.vp
+    M_steps = M1 * V
     if L0 % P0:
         raise ConfigError(f"the trace's {L0} layers do not split evenly over its {P0} stages")
     lps0 = L0 // P0
@@ -112,7 +122,7 @@ def build_rewritten(
     act_bytes = activation_bytes(base, config)
     # A transfer between stages s and s+1 crosses nodes when their first ranks (s x TP x DP apart,
     # Megatron's order) sit on different nodes.
-    stage_ranks = config.tp * config.dp
+    stage_ranks = config.tp * config.dp * config.cp
     gpn = gpu.gpus_per_node
     p2p_ns_of = {
         inter: int(costs.collective_time(CollectiveKind.SEND, act_bytes, 2, gpu, inter_node=inter) * 1e9)
@@ -124,7 +134,7 @@ def build_rewritten(
 
     p2p_ns = max(p2p_ns_between(s) for s in range(max(P1 - 1, 1)))
     n_iter = min(3, max(len(by_rank[reps[0]].iterations), 1))
-    new_rank_of = {s: s * config.tp * config.dp for s in range(P1)}
+    new_rank_of = {s: s * stage_ranks for s in range(P1)}
     lanes: dict[int, list[tuple[int, int]]] = {}
     iterations: dict[int, list[int]] = {}
     instance_info: list[tuple[int, int, Key]] = []
@@ -171,8 +181,9 @@ def build_rewritten(
                 / max(L1 * layer_params + nonlayer_params, 1)
             )
             for item in _program(
-                s, P1, M1, config.schedule, layer_ids, src_layers, lps0, P0, m_src, home, step_scale, sync
-            ):
+                s, P1, M_steps, config.schedule, layer_ids, src_layers, lps0, P0, m_src, home, step_scale,
+                sync, 1.0 / V,
+            ):  # fmt: skip
                 if item[0] == "grad_sync":
                     emit_grad_sync(
                         b, nr, main_proc, lane_of(-2, -2), compute_proc, item[1], config, cpu_only, last
@@ -214,6 +225,7 @@ def build_rewritten(
                     dp_nodes if drop_dp else None,
                     scale,
                     cpu_only,
+                    dp_nodes if V > 1 else None,
                 )
                 emitted[key] = inst
     for ends in pairs.values():
@@ -222,13 +234,20 @@ def build_rewritten(
     close_unpaired(b)  # a transfer whose peer is not in the job waits for no one
     g = finish(job, b)
     represents = {
-        nr: sorted(nr + t + config.tp * d for d in range(config.dp) for t in range(config.tp))
+        nr: sorted(nr + t + config.tp * d for d in range(config.dp * config.cp) for t in range(config.tp))
         for nr in new_rank_of.values()
     }
-    if P1 != P0 or base.microbatches != M1:
+    if P1 != P0 or base.microbatches != M1 or V != base.vp:
         notes.append(
             f"pipeline rebuilt: {P1} stage(s) x {L1 // P1} layers, {M1} microbatches, {config.schedule}; "
             f"send/recv of {act_bytes / 2**20:.1f} MiB per microbatch (up to {p2p_ns / 1000:.0f} µs)"
+        )
+    if V > 1:
+        notes.append(
+            f"vp={V} (rewrite): interleaved 1F1B timed as 1F1B over {V} x {M1} sub-microbatches of 1/{V} "
+            f"the work each (an approximation: the same bubble, (PP-1)/(VP x microbatches) = "
+            f"{(P1 - 1) / (V * M1):.3f} of the ideal time, and {V}x the pipeline transfers of "
+            f"{act_bytes / 2**20:.1f} MiB); the timeline shows sub-microbatches, not model chunks"
         )
     if L1 != L0:
         notes.append(
@@ -264,8 +283,10 @@ def _program(
     home: int,
     step_scale: float = 1.0,
     grad_sync_bytes: float = 0.0,
+    mb_scale: float = 1.0,
 ) -> list[tuple]:
-    """Items of one iteration of stage ``s``: ((source key), drop_dp, scale) or ("p2p", ...)."""
+    """Items of one iteration of stage ``s``: ((source key), drop_dp, scale) or ("p2p", ...);
+    ``mb_scale``: the work of each microbatch's templates (1/VP for interleaved stages)."""
     items: list[tuple] = [((home, Phase.PROLOGUE, -1, -1), False, 1.0)]
     first_src, last_src = 0, P0 - 1
 
@@ -280,17 +301,17 @@ def _program(
         last_mb = step.microbatch == M - 1
         if step.phase == "F":
             if s == 0:
-                items.append(((first_src, Phase.PRE_F, -1, 0), False, 1.0))
+                items.append(((first_src, Phase.PRE_F, -1, 0), False, mb_scale))
             for src in src_layers:
-                items.append(((min(src // lps0, P0 - 1), Phase.F, src, 0), False, 1.0))
+                items.append(((min(src // lps0, P0 - 1), Phase.F, src, 0), False, mb_scale))
             if s == P - 1:
-                items.append(((last_src, Phase.MID, -1, 0), False, 1.0))
+                items.append(((last_src, Phase.MID, -1, 0), False, mb_scale))
         else:
             for src in reversed(src_layers):
                 st = min(src // lps0, P0 - 1)
-                items.append(((st, Phase.B, src, src_mb(st, last_mb)), not last_mb, 1.0))
+                items.append(((st, Phase.B, src, src_mb(st, last_mb)), not last_mb, mb_scale))
             if s == 0:
-                items.append(((first_src, Phase.POST_B, -1, src_mb(first_src, last_mb)), not last_mb, 1.0))
+                items.append(((first_src, Phase.POST_B, -1, src_mb(first_src, last_mb)), not last_mb, mb_scale))
     # The optimizer works on the parameters the stage holds.
     if grad_sync_bytes:
         items.append(("grad_sync", grad_sync_bytes))
@@ -428,9 +449,13 @@ def _emit(
     drop: set[int] | None,
     scale: float,
     cpu_only: bool = False,
+    sub: set[int] | None = None,
 ) -> dict[int, int]:
     """Copy a template: its nodes, internal dependencies and measured lags; chain it after what each
-    processor ran last; reconnect dependencies on other templates to their latest copies."""
+    processor ran last; reconnect dependencies on other templates to their latest copies. ``sub``
+    (a sub-microbatch of interleaved stages): ``scale`` also applies to host work and to the
+    collectives' transfers, except those of ``sub`` (the gradient synchronisation)."""
+    scale_cpu = sub is not None
     nodes = (
         tpl.nodes if drop is None else np.asarray([v for v in tpl.nodes.tolist() if v not in drop], np.int64)
     )
@@ -441,8 +466,8 @@ def _emit(
         d = int(graph.dur[v])
         if (
             scale != 1.0
-            and graph.arrive_of[v] < 0
-            and (typ == NodeType.GPU or (cpu_only and typ == NodeType.CPU))
+            and (graph.arrive_of[v] < 0 or (scale_cpu and v not in sub))  # type: ignore[operator]
+            and (typ == NodeType.GPU or ((cpu_only or scale_cpu) and typ == NodeType.CPU))
         ):
             d = int(round(d * scale))
         copy[v] = b.add(tpl.rank, int(graph.event[v]), nr, typ, lane_of(rank, lane), d, inst)
@@ -471,7 +496,7 @@ def _emit(
                 continue
             same_proc = kind in (EdgeKind.CPU_THREAD, EdgeKind.STREAM) and graph.proc[u] == graph.proc[v]
             if u in copy:
-                if cpu_only and scale != 1.0 and kind == EdgeKind.CPU_THREAD:
+                if (cpu_only or scale_cpu) and scale != 1.0 and kind == EdgeKind.CPU_THREAD:
                     lag = int(round(lag * scale))  # CPU-only: operators work between their children
                 b.sp.append((copy[u], nv, lag, fe, kind))
                 chained |= same_proc

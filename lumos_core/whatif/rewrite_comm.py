@@ -114,8 +114,9 @@ def close_unpaired(b: Builder) -> None:
 
 
 def activation_bytes(base: JobConfig, config: JobConfig) -> float:
-    """Bytes a pipeline stage sends per microbatch: micro-batch x seq x hidden in bf16."""
+    """Bytes a pipeline stage sends per microbatch: micro-batch x seq x hidden in bf16 (a rank holds
+    seq / CP of the sequence)."""
     mb = config.micro_batch or base.micro_batch or 1
     seq = config.seq or base.seq or 2048
     h = config.hidden or base.hidden or 4096
-    return float(mb * seq * h * 2)
+    return float(mb * seq * h * 2) / config.cp

@@ -154,10 +154,12 @@ def retime_collectives(ctx: RetimeContext, plan: RetimePlan) -> None:
     nodes_of_rank = ctx.by_rank
     base = baseline.config
     roles, _ = group_roles(job)
-    new_size = {"dp": config.dp, "tp": config.tp, "pp": config.pp, "world": config.world_size}
-    old_size = {"dp": base.dp, "tp": base.tp, "pp": base.pp, "world": base.world_size}
-    stride_new = {"tp": 1, "dp": config.tp, "pp": config.tp * config.dp, "world": 1}
-    stride_old = {"tp": 1, "dp": base.tp, "pp": base.tp * base.dp, "world": 1}
+    # Context parallelism (Megatron's order tp-cp-dp-pp): gradients are reduced over DP x CP ranks.
+    dp_new, dp_old = config.dp * config.cp, base.dp * base.cp
+    new_size = {"dp": dp_new, "tp": config.tp, "pp": config.pp, "world": config.world_size}
+    old_size = {"dp": dp_old, "tp": base.tp, "pp": base.pp, "world": base.world_size}
+    stride_new = {"tp": 1, "dp": config.tp, "pp": config.tp * dp_new, "world": 1}
+    stride_old = {"tp": 1, "dp": base.tp, "pp": base.tp * dp_old, "world": 1}
     # Gradient/parameter buffers scale with the parameters a rank holds: layer shape, layers per
     # stage, TP shard. Activations (TP and PP traffic) scale with tokens and hidden.
     params_ratio = 1.0
@@ -169,6 +171,8 @@ def retime_collectives(ctx: RetimeContext, plan: RetimePlan) -> None:
     if config.layers and base.layers:
         params_ratio *= config.layers / base.layers
     act_ratio = tok_ratio * h_ratio
+    if config.cp != base.cp:  # a rank's activations hold seq / CP tokens
+        act_ratio *= base.cp / config.cp
     gpn_old, gpn_new = trace_gpus_per_node(job, gpu_old), gpu_new.gpus_per_node
     model_new = model_for(model, gpu_new)
     groups = collective_groups(job, graph, roles, base, nodes_of_rank)

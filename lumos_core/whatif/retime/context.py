@@ -16,6 +16,7 @@ from lumos_core.perf.profile import HardwareProfile
 from lumos_core.trace.model import Job, Kind, RankTrace
 from lumos_core.whatif.config import Baseline, JobConfig
 from lumos_core.whatif.retime.families import family_of_nodes
+from lumos_core.whatif.retime.phases import NodeLabels, label_nodes
 from lumos_core.whatif.retime.rank_nodes import nodes_by_rank
 from lumos_core.whatif.retime.ratios import safe_ratio, width_map
 
@@ -43,6 +44,22 @@ class RetimeContext:
     sizes: dict[int, int]  # traced width -> new width, at the traced TP (ratios.width_map)
     fam: np.ndarray  # per node: its kernel family (empty when no compute rule needs it)
     notes: list[str] = field(default_factory=list)
+    _labels: tuple[NodeLabels | None, str] | None = None
+
+    def families(self) -> np.ndarray:
+        """:attr:`fam`, computed on first use by a rule that needs it."""
+        if len(self.fam) != self.graph.n_nodes:
+            self.fam = family_of_nodes(self.graph, self.ranks, self.by_rank)
+        return self.fam
+
+    def labels(self) -> NodeLabels | None:
+        """Each node's phase, layer, microbatch and iteration (:mod:`.phases`), computed once; None
+        (with a note) when the layers cannot be found."""
+        if self._labels is None:
+            self._labels = label_nodes(self.graph, self.ranks)
+            if self._labels[0] is None:
+                self.notes.append(f"layer-level rules skipped: {self._labels[1]}")
+        return self._labels[0]
 
     @property
     def base(self) -> JobConfig:

@@ -112,13 +112,18 @@ def width_map(base: JobConfig, new: JobConfig) -> dict[int, int]:
     tp, tp2 = base.tp, new.tp
     pairs: list[tuple[int, int]] = []
     if h and h2:
-        pairs += [(h, h2), (3 * h, 3 * h2)]
+        q, q2 = qkv_width(base), qkv_width(new)
+        pairs += [(h, h2), (q, q2)]
         if tp > 1 or tp2 > 1:
-            pairs += [(h // tp, h2 // tp2), (3 * h // tp, 3 * h2 // tp2)]
+            pairs += [(h // tp, h2 // tp2), (q // tp, q2 // tp2)]
     if f and f2:
         pairs.append((f, f2))
         if tp > 1 or tp2 > 1:
             pairs.append((f // tp, f2 // tp2))
+        if base.mlp == new.mlp == "swiglu":  # the fused gate+up GEMM is 2 x FFN wide
+            pairs.append((2 * f, 2 * f2))
+            if tp > 1 or tp2 > 1:
+                pairs.append((2 * f // tp, 2 * f2 // tp2))
     out: dict[int, int] = {}
     bad: set[int] = set()
     for a, b in pairs:
@@ -126,6 +131,15 @@ def width_map(base: JobConfig, new: JobConfig) -> dict[int, int]:
             bad.add(a)
         out[a] = b
     return {k: v for k, v in out.items() if k not in bad and k != v}
+
+
+def qkv_width(cfg: JobConfig) -> int:
+    """Output width of the fused QKV GEMM: 3 x hidden, or with grouped-query attention (fewer KV
+    heads than heads) (heads + 2 KV heads) x head dim."""
+    h, a, kv = int(cfg.hidden or 0), cfg.heads, cfg.kv_heads
+    if not (a and kv) or kv == a:
+        return 3 * h
+    return (a + 2 * kv) * (h // a)
 
 
 def layer_gemm_flops(hidden: int, ffn: int) -> float:

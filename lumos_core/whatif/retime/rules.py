@@ -14,14 +14,16 @@ from lumos_core.whatif.retime.compute import add_tp_allreduces, fit_gemm_curve, 
 from lumos_core.whatif.retime.context import RetimeContext
 from lumos_core.whatif.retime.cpu_ops import retime_cpu_ops
 from lumos_core.whatif.retime.host import scale_host
+from lumos_core.whatif.retime.layer_rules import retime_cp, retime_mlp, retime_recompute, retime_sp
 from lumos_core.whatif.retime.plan import RetimePlan
-from lumos_core.whatif.retime.ratios import COMPUTE_BOUND, MEMORY_BOUND, hardware_ratio
+from lumos_core.whatif.retime.ratios import COMPUTE_BOUND, MEMORY_BOUND, hardware_ratio, qkv_width
 
 Rule = Callable[[RetimeContext, RetimePlan], None]
 
 
 def compute_rule(ctx: RetimeContext, plan: RetimePlan) -> None:
     """Model shape and TP: kernels (or CPU operators on CPU-only traces) by their new work."""
+    retime_mlp(ctx, plan)
     if not ctx.shape_change:
         return
     if ctx.has_gpu:
@@ -29,12 +31,36 @@ def compute_rule(ctx: RetimeContext, plan: RetimePlan) -> None:
         retime_compute(ctx, plan, curve)
     else:
         retime_cpu_ops(ctx, plan)
+    kv0, kv1 = ctx.base.kv_heads, ctx.config.kv_heads
+    if kv1 is not None and kv0 is not None and kv1 != kv0:
+        q0, q1 = qkv_width(ctx.base), qkv_width(ctx.config)
+        ctx.notes.append(
+            f"kv_heads={kv1} (rule compute): the QKV GEMMs by their recorded shapes at width {q0} -> {q1} "
+            f"((heads + 2 x KV heads) x head dim; /TP per rank); attention kernels keep their time (every "
+            "query head still attends over all keys)"
+        )
 
 
 def tp_allreduce_rule(ctx: RetimeContext, plan: RetimePlan) -> None:
     """Tensor parallelism added to a trace recorded without it: Megatron's per-layer all-reduces."""
     if ctx.has_gpu and ctx.base.tp == 1 and ctx.config.tp > 1:
         add_tp_allreduces(ctx, plan)
+
+
+def sp_rule(ctx: RetimeContext, plan: RetimePlan) -> None:
+    """Sequence parallelism: TP-replicated norms, dropouts and residuals on tokens / TP."""
+    retime_sp(ctx, plan)
+
+
+def cp_rule(ctx: RetimeContext, plan: RetimePlan) -> None:
+    """Context parallelism: tokens / CP per rank, attention's K/V exchanged over the CP group."""
+    retime_cp(ctx, plan)
+
+
+def recompute_rule(ctx: RetimeContext, plan: RetimePlan) -> None:
+    """Activation recomputation: each layer's backward gains (or loses) the recomputed forward,
+    after the shape rules so the recomputed forward is the re-timed one."""
+    retime_recompute(ctx, plan)
 
 
 def hardware_rule(ctx: RetimeContext, plan: RetimePlan) -> None:
@@ -69,6 +95,9 @@ def host_rule(ctx: RetimeContext, plan: RetimePlan) -> None:
 RULES: dict[str, Rule] = {
     "compute": compute_rule,
     "tp_allreduce": tp_allreduce_rule,
+    "sp": sp_rule,
+    "cp": cp_rule,
+    "recompute": recompute_rule,
     "hardware": hardware_rule,
     "collectives": collectives_rule,
     "host": host_rule,
