@@ -160,10 +160,10 @@ def _form_order(name: str) -> tuple[int, int]:
 ADD_A_KNOB = """
 import dataclasses, json, sys
 import lumos_core.whatif.knob_registry as reg
-sp = reg.Knob(name="sp", type=bool, default=False, group="Parallelism", label="Sequence parallel (SP)",
-              short="SP", help="shard activations along the sequence over TP", rules=())
-reg.REGISTRY = (*reg.REGISTRY, sp)
-reg.KNOB["sp"] = sp
+fp8 = reg.Knob(name="fp8", type=bool, default=False, group="Parallelism", label="FP8 matmuls",
+               short="FP8", help="run the GEMMs in FP8 (a knob made up for this test)", rules=())
+reg.REGISTRY = (*reg.REGISTRY, fp8)
+reg.KNOB["fp8"] = fp8
 # everything below is generated from the registry: nothing else knows the knob
 from lumos_core import cli
 from lumos_core.sweep.grid import parse_grid
@@ -173,19 +173,19 @@ from lumos_core.whatif.estimate import estimate
 from lumos_core.whatif.knobs import format_changes, parse_changes
 out = {}
 out["field"] = [f.name for f in dataclasses.fields(JobConfig)][-1]
-out["parsed"] = parse_changes("dp=2,sp=on")
-out["text"] = format_changes({"sp": True, "dp": 2})
-args = cli.build_parser({"estimate"}).parse_args(["estimate", "x", "--no-sp"])
-out["cli"] = args.sp
-out["grid"] = parse_grid("sp=true,false").points()
-r = estimate(load_job(sys.argv[1], workers=1), {"sp": True})
+out["parsed"] = parse_changes("dp=2,fp8=on")
+out["text"] = format_changes({"fp8": True, "dp": 2})
+args = cli.build_parser({"estimate"}).parse_args(["estimate", "x", "--no-fp8"])
+out["cli"] = args.fp8
+out["grid"] = parse_grid("fp8=true,false").points()
+r = estimate(load_job(sys.argv[1], workers=1), {"fp8": True})
 out["label"] = r.predicted.config.label(r.baseline.config)
-out["notes"] = [n for n in r.notes if n.startswith("sp=")]
+out["notes"] = [n for n in r.notes if n.startswith("fp8=")]
 try:
     from app.whatif.config_panel import GROUPS
-    out["app"] = [k for _, knobs in GROUPS for k, _, _ in knobs if k == "sp"]
+    out["app"] = [k for _, knobs in GROUPS for k, _, _ in knobs if k == "fp8"]
 except ImportError:
-    out["app"] = ["sp"]
+    out["app"] = ["fp8"]
 print(json.dumps(out))
 """
 
@@ -198,9 +198,9 @@ def test_a_knob_added_to_the_registry_alone_reaches_every_part() -> None:
     )  # fmt: skip
     assert run.returncode == 0, run.stderr
     got = json.loads(run.stdout.strip().splitlines()[-1])
-    assert got["field"] == "sp" and got["parsed"] == {"dp": 2, "sp": True} and got["text"] == "dp=2,sp=true"
-    assert got["cli"] is False and got["grid"] == [{"sp": True}, {"sp": False}]
-    assert got["label"] == "SP True" and got["app"] == ["sp"]
+    assert got["field"] == "fp8" and got["parsed"] == {"dp": 2, "fp8": True} and got["text"] == "dp=2,fp8=true"
+    assert got["cli"] is False and got["grid"] == [{"fp8": True}, {"fp8": False}]
+    assert got["label"] == "FP8 True" and got["app"] == ["fp8"]
     assert got["notes"] == [
-        "sp=true: no re-timing rule for this knob yet; the predicted time does not include its effect"
+        "fp8=true: no re-timing rule for this knob yet; the predicted time does not include its effect"
     ]
