@@ -1,4 +1,5 @@
-"""Shared test configuration: offscreen Qt, an isolated cache, and paths to the real traces."""
+"""Shared test configuration: offscreen Qt, an isolated cache, paths to the real traces, and how the
+suite shares the cores (pytest-xdist workers, ``-n auto`` in pyproject.toml)."""
 
 from __future__ import annotations
 
@@ -14,17 +15,19 @@ import pytest
 
 # Qt must never look for a display in tests (CI has none).
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
-# Compiled kernels: one cache for every test session and subprocess (set before lumos_core.jit is
-# imported), so numba compiles once per machine rather than in every test run.
+# Compiled kernels: one cache for every test session, xdist worker and subprocess (set before
+# lumos_core.jit is imported), so numba compiles once per machine rather than in every process.
 os.environ.setdefault("NUMBA_CACHE_DIR", os.path.join(tempfile.gettempdir(), "lumos-test-numba-cache"))
+# pytest-xdist's worker name ("gw0", ...), or "" in the controller / a run without workers.
+WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
 
 REPO = Path(__file__).resolve().parent.parent
 
 # A crash of the test process (a C-level abort from Qt or an extension) loses whatever pytest had
 # captured, so every thread's Python stack goes to a file instead; .ci/run prints it when the run
 # fails. (pytest's own faulthandler plugin writes into the capture and is turned off in pyproject;
-# hangs are pytest-timeout's job.)
-CRASH_LOG = REPO / "build" / "test-artifacts" / "crash.log"
+# hangs are pytest-timeout's job.) One file per process: each xdist worker writes its own.
+CRASH_LOG = REPO / "build" / "test-artifacts" / (f"crash-{WORKER}.log" if WORKER else "crash.log")
 CRASH_LOG.parent.mkdir(parents=True, exist_ok=True)
 _crash_file = open(CRASH_LOG, "w")  # noqa: SIM115 - open for the whole session, for faulthandler
 faulthandler.enable(file=_crash_file, all_threads=True)
@@ -133,3 +136,87 @@ def pytest_terminal_summary(terminalreporter) -> None:  # type: ignore[no-untype
         terminalreporter.write_sep("-", "test artifacts")
         for line in ARTIFACTS:
             terminalreporter.write_line(line)
+
+
+# ---------------------------------------------------------------- sharing the cores (pytest-xdist)
+# The suite runs on every core (``-n auto`` in pyproject.toml). Work goes to the workers a test file
+# at a time (a module's fixtures are made once), the longest first (see
+# :func:`pytest_collection_modifyitems`); the tests of each group below go to one worker, one after
+# another: those that start a local Ray instance (several at once would fight over 2 cores and the
+# memory), and the xcb smoke test, whose last test reads what the runs at both scale factors left in
+# the module. (xdist's own ``xdist_group`` mark renames node ids, which pytest 9 no longer allows;
+# this scheduler reads the table instead.)
+SERIAL_GROUPS = {
+    "xcb": ("test_app_xcb_smoke.py",),
+    "ray": (
+        "test_load_ray.py",
+        "test_sweep_ray.py",
+        "test_app_sweep_dialog.py::test_the_ray_engine_gives_identical_rows_and_stops_with_the_dialog",
+    ),
+}
+
+
+def serial_group(nodeid: str) -> str | None:
+    name = nodeid.split("/")[-1]
+    for group, members in SERIAL_GROUPS.items():
+        if any(name == m or name.startswith((m + "::", m + "[")) for m in members):
+            return group
+    return None
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):  # type: ignore[no-untyped-def]
+    """Work units for the workers: a serial group, else a test file (``--dist load``, the default
+    with ``-n``, only: another ``--dist`` given on the command line is left alone)."""
+    if config.getvalue("dist") != "load":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class FilesAndGroups(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            group = serial_group(nodeid)
+            return f"group {group}" if group else nodeid.split("::")[0]
+
+    config.option.loadscopereorder = False  # keep the collection's order: the longest work first
+    return FilesAndGroups(config, log)
+
+
+_warm_up: subprocess.Popen[bytes] | None = None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """In the controller of a run with workers: compile the kernels into the shared numba cache in a
+    background process while the workers start and collect, so that they load the compiled code
+    instead of each compiling it (~15 CPU s on a fresh checkout; ~1 s to find them cached)."""
+    global _warm_up
+    workers = getattr(config.option, "numprocesses", None)
+    if WORKER or not workers or os.environ.get("LUMOS_JIT", "1") == "0" or config.option.collectonly:
+        return
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    _warm_up = subprocess.Popen(
+        [sys.executable, "-c", "from lumos_core.replay.warm_up import warm_up; warm_up()"],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """A short run may end before the warm-up: it is stopped (each kernel it finished is cached)."""
+    if _warm_up is not None and _warm_up.poll() is None:
+        _warm_up.kill()
+        _warm_up.wait()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The longest work first (tests marked ``slow``, then the serial groups, a minute or so each):
+    a long test handed out last would leave the other workers idle at the end. Every worker sorts
+    the same way (the scheduler requires the same collection), and a run without workers too."""
+
+    def rank(item: pytest.Item) -> int:
+        if item.get_closest_marker("slow") is not None:
+            return 0
+        return 1 if serial_group(item.nodeid) else 2
+
+    items.sort(key=rank)  # stable: the rest keep their order

@@ -61,6 +61,7 @@ EXPECTED = {
 }
 
 
+@pytest.mark.slow  # one of the suite's longest: handed to a worker first
 @pytest.mark.parametrize("folder", sorted(EXPECTED))
 def test_every_dependency_kind_that_matters_earns_its_place(folder) -> None:
     job = load_job(shared(folder), workers=1)

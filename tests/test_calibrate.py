@@ -87,6 +87,7 @@ def test_gpu_profile_fits_collectives_and_launches() -> None:
     assert cal.residuals["gemm"] < cal.residuals["gemm_one_rate"]
 
 
+@pytest.mark.slow  # one of the suite's longest: handed to a worker first
 def test_cli_calibrate_then_validate_with_the_profile(tmp_path) -> None:
     out = tmp_path / "cpu.json"
     runs = [str(CPU_GPT / n) for n in FIT_ON]

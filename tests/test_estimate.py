@@ -90,6 +90,7 @@ def test_bigger_model_and_hardware_changes(nanogpt) -> None:
     assert "H100 -> B200" in why and "measured" in why
 
 
+@pytest.mark.slow  # one of the suite's longest: handed to a worker first
 @needs_shared
 def test_cli_estimate_json_and_export(tmp_path: Path) -> None:
     out = tmp_path / "dp16"

@@ -98,6 +98,7 @@ def real_reference() -> dict | None:
     return orjson.loads(text)
 
 
+@pytest.mark.slow  # one of the suite's longest: handed to a worker first
 @needs_shared
 def test_dp16_prediction_of_nanogpt_reads_like_a_measured_job(tmp_path, real_reference) -> None:
     job = load_job(shared("h100-nanogpt-8rank"))

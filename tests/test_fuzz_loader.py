@@ -79,6 +79,7 @@ def _write_one(work: Path, seed: F.Seed, plan: list, as_list: bool, style: int, 
 # ------------------------------------------------------------------------------ event-list mutations
 
 
+@pytest.mark.slow  # one of the suite's longest: handed to a worker first
 @budget(120)
 @given(
     seed=SEEDS,

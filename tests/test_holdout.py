@@ -120,6 +120,7 @@ def test_holdout_iteration_error_target(which, request) -> None:
     assert rep.lumos.mean_abs_error_pct <= rep.null_models["persistence"].mean_abs_error_pct
 
 
+@pytest.mark.slow  # one of the suite's longest: handed to a worker first
 @needs_shared
 @pytest.mark.parametrize("which", ["nanogpt_report", "ddp_report"])
 def test_holdout_gpu_start_beats_the_null_models(which, request) -> None:

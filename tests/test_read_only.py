@@ -141,6 +141,7 @@ def test_loading_every_shared_input_writes_nothing_there(watch: list[str], own_c
     assert all(not str(p.resolve()).startswith(str(SHARED_TRACES)) for p in entries)
 
 
+@pytest.mark.slow  # one of the suite's longest: handed to a worker first
 def test_parallel_workers_and_the_cli_write_nothing_there(own_cache: Path) -> None:
     """Worker processes and the CLI are not seen by the audit hook: the snapshot catches them."""
     before = snapshot()

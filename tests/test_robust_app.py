@@ -244,6 +244,7 @@ def test_closing_the_window_during_a_what_if_run(qtbot, leaks, tiny_jobs, tmp_pa
 # ---------------------------------------------------------------- many scenarios
 
 
+@pytest.mark.slow  # one of the suite's longest: handed to a worker first
 def test_fifty_scenarios(qtbot, leaks, tiny_jobs) -> None:
     w = make_window()
     qtbot.addWidget(w)

@@ -91,6 +91,7 @@ def _group_processes(pgid: int) -> list[psutil.Process]:
     return out
 
 
+@pytest.mark.slow  # one of the suite's longest: handed to a worker first
 def test_ctrl_c_keeps_finished_rows_and_a_rerun_resumes(tmp_path) -> None:
     demo = demo_job_path(root=tmp_path / "demo")
     out = tmp_path / "results.csv"
