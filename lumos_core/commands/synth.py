@@ -8,12 +8,12 @@ import sys
 import orjson
 
 from lumos_core.commands.common import terminal_progress
-from lumos_core.perf.hardware import known_gpu_names
 from lumos_core.errors import ConfigError
+from lumos_core.perf.hardware import known_gpu_names
+from lumos_core.perf.schedules import SCHEDULES
 from lumos_core.synth import PRESETS, SynthConfig, model_from_args, synthesize
 from lumos_core.synth.models import ATTENTION, RECOMPUTE
 from lumos_core.synth.predict import predict
-from lumos_core.perf.schedules import SCHEDULES
 
 DESCRIPTION = """Generate SYNTHETIC PyTorch-profiler traces of a Megatron-LM GPT training job:
 one Kineto trace per rank (gzip JSON) with CPU threads, kernel launches, compute and NCCL
@@ -35,8 +35,11 @@ written rank by rank in bounded memory."""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("out", nargs="?", help="output folder (created; must be empty unless --force); "
-                   "not needed with --predict-only")
+    p.add_argument(
+        "out",
+        nargs="?",
+        help="output folder (created; must be empty unless --force); not needed with --predict-only",
+    )
     m = p.add_argument_group("model")
     m.add_argument(
         "--model",
@@ -70,8 +73,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     par.add_argument("--micro-batch", type=int, default=1, help="sequences per microbatch (default 1)")
     par.add_argument("--schedule", default="1f1b", choices=SCHEDULES, help="pipeline schedule (default 1f1b)")
-    par.add_argument("--vp", type=int, default=1, help="virtual stages per rank: interleaved 1F1B (trace-free only)")
-    par.add_argument("--sp", action="store_true", help="sequence parallelism (TP reduce-scatter + all-gather)")
+    par.add_argument(
+        "--vp", type=int, default=1, help="virtual stages per rank: interleaved 1F1B (trace-free only)"
+    )
+    par.add_argument(
+        "--sp", action="store_true", help="sequence parallelism (TP reduce-scatter + all-gather)"
+    )
     par.add_argument("--cp", type=int, default=1, help="context-parallel size (trace-free only)")
     par.add_argument(
         "--recompute",
@@ -79,8 +86,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         choices=RECOMPUTE,
         help="activation recomputation: none, selective (attention core) or full (default none)",
     )
-    par.add_argument("--global-batch", type=int, default=None,
-                     help="sequences per iteration (sets --microbatches to GB / (micro-batch x dp))")
+    par.add_argument(
+        "--global-batch",
+        type=int,
+        default=None,
+        help="sequences per iteration (sets --microbatches to GB / (micro-batch x dp))",
+    )
     run = p.add_argument_group("run")
     run.add_argument(
         "--gpu", default="H100", help=f"GPU profile: {', '.join(known_gpu_names())} (default H100)"
@@ -135,7 +146,9 @@ def _config_from_args(args: argparse.Namespace) -> SynthConfig:
     if args.global_batch:
         per = args.micro_batch * args.dp
         if args.global_batch % per:
-            raise ConfigError(f"--global-batch {args.global_batch} is not a multiple of micro-batch x dp = {per}")
+            raise ConfigError(
+                f"--global-batch {args.global_batch} is not a multiple of micro-batch x dp = {per}"
+            )
         microbatches = args.global_batch // per
     return SynthConfig(
         model=model,
@@ -164,7 +177,7 @@ def _run_predict(cfg: SynthConfig, as_json: bool) -> int:
         sys.stdout.write(orjson.dumps(d, option=orjson.OPT_INDENT_2).decode() + "\n")
         return 0
     m = cfg.model
-    print(f"trace-free prediction (lumos cost models and fitted priors; no traces written)")
+    print("trace-free prediction (lumos cost models and fitted priors; no traces written)")
     print(
         f"  {m.name} ({m.params / 1e9:.1f} B parameters) on {cfg.world_size} {cfg.gpu}: TP{cfg.tp} PP{cfg.pp}"
         f"{f' x VP{cfg.vp}' if cfg.vp > 1 else ''} DP{cfg.dp}{f' CP{cfg.cp}' if cfg.cp > 1 else ''}"
@@ -173,12 +186,16 @@ def _run_predict(cfg: SynthConfig, as_json: bool) -> int:
     )
     print(f"  iteration time     {pred.iteration_s:.3f} s")
     print(f"  tokens/s per GPU   {pred.tokens_per_s_per_gpu:,.0f}")
-    print(f"  MFU                {100 * pred.mfu:.1f} %  (HFU {100 * pred.hfu:.1f} %, "
-          f"{pred.model_tflops_per_gpu:.0f} model TFLOP/s per GPU)")
+    print(
+        f"  MFU                {100 * pred.mfu:.1f} %  (HFU {100 * pred.hfu:.1f} %, "
+        f"{pred.model_tflops_per_gpu:.0f} model TFLOP/s per GPU)"
+    )
     for mem in pred.memory:
         md = mem.as_dict()
-        print(f"  memory stage {mem.stage:<3}   {md['total_gib']:.1f} GiB (weights {md['weights_gib']:.1f}, grads "
-              f"{md['gradients_gib']:.1f}, optimizer {md['optimizer_gib']:.1f}, activations {md['activations_gib']:.1f})")
+        print(
+            f"  memory stage {mem.stage:<3}   {md['total_gib']:.1f} GiB (weights {md['weights_gib']:.1f}, grads "
+            f"{md['gradients_gib']:.1f}, optimizer {md['optimizer_gib']:.1f}, activations {md['activations_gib']:.1f})"
+        )
     if not d["fits_in_memory"]:
         print("  warning: a stage needs more memory than the GPU has")
     return 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from lumos_core.perf import costs
 from lumos_core.perf.hardware import GpuProfile
+from lumos_core.perf.schedules import pipeline_steps
 from lumos_core.synth.kernel_names import ADAM, FILL, L2NORM
 from lumos_core.synth.models import SynthConfig
 from lumos_core.synth.plan import (
@@ -28,7 +29,6 @@ from lumos_core.synth.plan import (
 from lumos_core.synth.stage_layers import StageLayers
 from lumos_core.synth.stage_writer import ns
 from lumos_core.trace.model import CollectiveKind
-from lumos_core.perf.schedules import pipeline_steps
 
 
 class StageProgram(StageLayers):
