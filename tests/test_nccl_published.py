@@ -31,9 +31,28 @@ def test_lumos_comm_across_two_nodes_within_20_percent_median():
     errs = []
     for r in _echo(16)[::3]:  # every third size through the CLI, as a user would run it
         out = subprocess.run(
-            [sys.executable, "-m", "lumos_core", "comm", "allreduce", "--bytes", r["size_B"], "--ranks", "16",
-             "--gpus-per-node", "8", "--gpu", "A100", "--network-gbps", "25", "--json"],
-            capture_output=True, text=True, cwd=REPO, timeout=60,
+            [
+                sys.executable,
+                "-m",
+                "lumos_core",
+                "comm",
+                "allreduce",
+                "--bytes",
+                r["size_B"],
+                "--ranks",
+                "16",
+                "--gpus-per-node",
+                "8",
+                "--gpu",
+                "A100",
+                "--network-gbps",
+                "25",
+                "--json",
+            ],
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+            timeout=60,
             env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"},
         )
         assert out.returncode == 0, out.stderr

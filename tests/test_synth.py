@@ -143,7 +143,9 @@ def collective_instances(ranks: list[dict]) -> dict[tuple, list[tuple[int, int, 
 
 def test_presets_are_the_papers_table1():
     shapes = {
-        k: (m.layers, m.hidden, m.ffn, m.heads, m.seq, m.head_dim) for k, m in PRESETS.items() if k.startswith("gpt3")
+        k: (m.layers, m.hidden, m.ffn, m.heads, m.seq, m.head_dim)
+        for k, m in PRESETS.items()
+        if k.startswith("gpt3")
     }
     assert shapes == {
         "gpt3-15b": (48, 6144, 12288, 48, 2048, 128),

@@ -42,9 +42,16 @@ def _predict_cli(*args: str) -> dict:
 @pytest.mark.parametrize(
     "kw",
     [
-        dict(model=model_from_args("gpt3-15b", layers=8), tp=2, pp=2, dp=2, microbatches=4),
-        dict(model=model_from_args("llama3-8b", layers=4, seq=2048), tp=2, pp=2, dp=1, microbatches=4,
-             sp=True, recompute="full"),
+        {"model": model_from_args("gpt3-15b", layers=8), "tp": 2, "pp": 2, "dp": 2, "microbatches": 4},
+        {
+            "model": model_from_args("llama3-8b", layers=4, seq=2048),
+            "tp": 2,
+            "pp": 2,
+            "dp": 1,
+            "microbatches": 4,
+            "sp": True,
+            "recompute": "full",
+        },
     ],
 )
 def test_prediction_equals_synth_and_replay(tmp_path, kw):
@@ -55,7 +62,15 @@ def test_prediction_equals_synth_and_replay(tmp_path, kw):
 
 
 def test_recompute_costs_time_on_a_gpu_bound_gpt3_15b_and_saves_memory():
-    base = dict(model=model_from_args("gpt3-15b"), tp=4, pp=2, dp=1, microbatches=8, micro_batch=2, gpu="H100")
+    base = {
+        "model": model_from_args("gpt3-15b"),
+        "tp": 4,
+        "pp": 2,
+        "dp": 1,
+        "microbatches": 8,
+        "micro_batch": 2,
+        "gpu": "H100",
+    }
     runs = {r: predict(SynthConfig(recompute=r, **base)) for r in ("none", "selective", "full")}
     assert runs["none"].breakdown["host_share_forward"] < 0.5  # GPU-bound
     t = {r: p.iteration_s for r, p in runs.items()}
@@ -67,7 +82,20 @@ def test_recompute_costs_time_on_a_gpu_bound_gpt3_15b_and_saves_memory():
 
 
 def test_each_knob_end_to_end_through_the_cli():
-    common = ("--model", "gpt3-15b", "--gpu", "H100", "--tp", "4", "--pp", "4", "--dp", "2", "--global-batch", "16")
+    common = (
+        "--model",
+        "gpt3-15b",
+        "--gpu",
+        "H100",
+        "--tp",
+        "4",
+        "--pp",
+        "4",
+        "--dp",
+        "2",
+        "--global-batch",
+        "16",
+    )
     base = _predict_cli(*common)
     assert base["trace_free_prediction"] and base["gpus"] == 32 and base["config"]["microbatches"] == 8
     assert 0.05 < base["mfu"] < 0.9 and base["tokens_per_s_per_gpu"] > 0
@@ -82,20 +110,71 @@ def test_each_knob_end_to_end_through_the_cli():
     cp = _predict_cli(*common, "--cp", "2")
     assert cp["gpus"] == 64
     assert cp["memory_per_stage"][0]["activations_gib"] < base["memory_per_stage"][0]["activations_gib"]
-    llama = _predict_cli("--model", "llama3-70b", "--gpu", "H100", "--tp", "8", "--pp", "4", "--vp", "5",
-                         "--dp", "32", "--sp", "--global-batch", "1024")
+    llama = _predict_cli(
+        "--model",
+        "llama3-70b",
+        "--gpu",
+        "H100",
+        "--tp",
+        "8",
+        "--pp",
+        "4",
+        "--vp",
+        "5",
+        "--dp",
+        "32",
+        "--sp",
+        "--global-batch",
+        "1024",
+    )
     assert llama["gpus"] == 1024 and 0.2 < llama["mfu"] < 0.7
-    mha = _predict_cli("--model", "llama3-8b", "--gpu", "H100", "--tp", "2", "--pp", "1", "--dp", "1",
-                       "--global-batch", "2", "--kv-heads", "32")
-    gqa = _predict_cli("--model", "llama3-8b", "--gpu", "H100", "--tp", "2", "--pp", "1", "--dp", "1",
-                       "--global-batch", "2")
+    mha = _predict_cli(
+        "--model",
+        "llama3-8b",
+        "--gpu",
+        "H100",
+        "--tp",
+        "2",
+        "--pp",
+        "1",
+        "--dp",
+        "1",
+        "--global-batch",
+        "2",
+        "--kv-heads",
+        "32",
+    )
+    gqa = _predict_cli(
+        "--model", "llama3-8b", "--gpu", "H100", "--tp", "2", "--pp", "1", "--dp", "1", "--global-batch", "2"
+    )
     assert gqa["iteration_s"] < mha["iteration_s"]  # fewer K/V heads: a narrower QKV GEMM
 
 
 def test_synth_traces_with_recompute_and_sp_via_the_cli(tmp_path):
-    d = _cli(str(tmp_path / "j"), "--model", "custom", "--layers", "4", "--hidden", "512", "--heads", "8",
-             "--seq", "256", "--tp", "2", "--pp", "2", "--dp", "1", "--recompute", "selective", "--sp", "--json",
-             "--quiet")
+    d = _cli(
+        str(tmp_path / "j"),
+        "--model",
+        "custom",
+        "--layers",
+        "4",
+        "--hidden",
+        "512",
+        "--heads",
+        "8",
+        "--seq",
+        "256",
+        "--tp",
+        "2",
+        "--pp",
+        "2",
+        "--dp",
+        "1",
+        "--recompute",
+        "selective",
+        "--sp",
+        "--json",
+        "--quiet",
+    )
     assert d["ranks"] == 4 and d["prediction"]["iteration_s"] > 0
     job = load_job(tmp_path / "j", use_cache=False)
     names = {str(n) for r in job.ranks for n in r.names.strings} if hasattr(job.ranks[0], "names") else set()
@@ -104,9 +183,27 @@ def test_synth_traces_with_recompute_and_sp_via_the_cli(tmp_path):
 
 def test_vp_and_cp_traces_are_refused_with_a_clear_error(tmp_path):
     out = subprocess.run(
-        [sys.executable, "-m", "lumos_core", "synth", str(tmp_path / "j"), "--pp", "2", "--vp", "2",
-         "--microbatches", "4", "--layers", "4", "--quiet"],
-        capture_output=True, text=True, cwd=REPO, timeout=120, env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"},
+        [
+            sys.executable,
+            "-m",
+            "lumos_core",
+            "synth",
+            str(tmp_path / "j"),
+            "--pp",
+            "2",
+            "--vp",
+            "2",
+            "--microbatches",
+            "4",
+            "--layers",
+            "4",
+            "--quiet",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
+        env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"},
     )
     assert out.returncode != 0 and "--predict-only" in out.stderr and "Traceback" not in out.stderr
 

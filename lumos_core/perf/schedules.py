@@ -173,7 +173,9 @@ def pipeline_steps(kind: str, stage: int, n_stages: int, n_microbatches: int) ->
     return steps
 
 
-def interleaved_order(stage: int, n_stages: int, n_chunks: int, n_microbatches: int) -> list[tuple[Phase, int, int]]:
+def interleaved_order(
+    stage: int, n_stages: int, n_chunks: int, n_microbatches: int
+) -> list[tuple[Phase, int, int]]:
     """Compute order of one stage under Megatron-LM's interleaved 1F1B
     (``forward_backward_pipelining_with_interleaving``): ("F"|"B", microbatch, model chunk).
 

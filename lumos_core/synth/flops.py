@@ -28,7 +28,11 @@ __all__ = ["MemoryEstimate", "eq3_flops", "iteration_flops", "layer_forward_flop
 
 def layer_forward_flops(m: ModelSpec, tokens: float) -> tuple[float, float]:
     """(GEMM FLOPs, attention-core FLOPs) of one layer's forward over ``tokens`` tokens."""
-    gemm = 2.0 * tokens * (m.hidden * m.qkv_dim + m.attn_dim * m.hidden + m.hidden * m.ffn_in_dim + m.ffn * m.hidden)
+    gemm = (
+        2.0
+        * tokens
+        * (m.hidden * m.qkv_dim + m.attn_dim * m.hidden + m.hidden * m.ffn_in_dim + m.ffn * m.hidden)
+    )
     attn = 4.0 * tokens * m.seq * m.attn_dim
     return gemm, attn
 

@@ -50,7 +50,14 @@ from lumos_core.synth.plan import (
     StagePlan,
 )
 from lumos_core.synth.stage_program import StageProgram
-from lumos_core.synth.timeline import GAP_NS, HANDOFF_NS, LAUNCH_LATENCY_NS, LAUNCH_NS, NCCL_LAUNCH_NS, STEP_OVERHEAD_NS
+from lumos_core.synth.timeline import (
+    GAP_NS,
+    HANDOFF_NS,
+    LAUNCH_LATENCY_NS,
+    LAUNCH_NS,
+    NCCL_LAUNCH_NS,
+    STEP_OVERHEAD_NS,
+)
 from lumos_core.trace.model import CollectiveKind
 
 __all__ = ["Prediction", "layer_times", "predict"]
@@ -224,10 +231,10 @@ def _pipeline(cfg: SynthConfig, stages: dict[tuple[int, int], _Stage], p2p: floa
                 phase, mb, chunk = orders[s][pos[s]]
                 piece = chunk * p + s
                 if phase == "F":
-                    dep = done.get(("F", mb, piece - 1), None) if piece > 0 else 0.0
+                    dep = done.get(("F", mb, piece - 1)) if piece > 0 else 0.0
                     ph = stages[(s, chunk)].forward
                 else:
-                    dep = done.get(("B", mb, piece + 1), None) if piece < last_piece else 0.0
+                    dep = done.get(("B", mb, piece + 1)) if piece < last_piece else 0.0
                     ph = stages[(s, chunk)].backward
                 if dep is None:
                     break
@@ -270,9 +277,7 @@ def predict(cfg: SynthConfig, gpu: GpuProfile | str | None = None) -> Prediction
     model_flops = iteration_flops(m, gb, "none")
     hw_flops = iteration_flops(m, gb, cfg.recompute)
     peak = peak_flops(g) * world * iteration
-    memory = [
-        stage_memory(cfg, s, sum(stages[(s, c)].params for c in range(cfg.vp))) for s in range(cfg.pp)
-    ]
+    memory = [stage_memory(cfg, s, sum(stages[(s, c)].params for c in range(cfg.vp))) for s in range(cfg.pp)]
     s0 = stages[(0, 0)]
     return Prediction(
         config=cfg,
@@ -289,7 +294,11 @@ def predict(cfg: SynthConfig, gpu: GpuProfile | str | None = None) -> Prediction
             "host_share_forward": s0.forward.host / max(s0.forward.time, 1e-12),
             "p2p": p2p,
             "optimizer_stage0": s0.optimizer.time,
-            "bubble_share": 1.0 - cfg.microbatches * cfg.vp * (s0.forward.time + s0.backward.time) / max(math.fsum(ends[:1]), 1e-12),
+            "bubble_share": 1.0
+            - cfg.microbatches
+            * cfg.vp
+            * (s0.forward.time + s0.backward.time)
+            / max(math.fsum(ends[:1]), 1e-12),
         },
     )
 

@@ -9,26 +9,20 @@ from lumos_core.synth.kernel_names import (
     EMBED_BWD,
     EMBED_FWD,
     EXP_SUB,
-    FLASH_BWD,
-    FLASH_FWD,
     GELU,
     GELU_BWD,
-    BMM,
-    DROPOUT,
     LN_BWD,
     LN_FWD,
     REDUCE_MAX,
     REDUCE_SUM,
     RMS_BWD,
     RMS_FWD,
-    SOFTMAX_BWD,
-    SOFTMAX_FWD,
     SOFTMAX_GRAD,
     SWIGLU,
     SWIGLU_BWD,
 )
-from lumos_core.synth.plan import BF16, FP32, OP_COLL, ROLE_CP, CommDesc, KernelDesc, layer_annotation
-from lumos_core.trace.model import CollectiveKind
+from lumos_core.synth.plan import FP32, KernelDesc, layer_annotation
+from lumos_core.synth.stage_attention import write_attention_core
 from lumos_core.synth.stage_writer import StageWriter, ns
 
 
@@ -59,8 +53,15 @@ class StageLayers(StageWriter):
         T, f = self.T, self.f_tp
         if self.cfg.model.gated_ffn:  # SwiGLU: silu(gate) * up
             if backward:
-                self.elementwise(th, "aten::silu_mul_backward", SWIGLU_BWD, T * f, reads=3, writes=2,
-                                 dims=[[T, 2 * f], [T, f]])
+                self.elementwise(
+                    th,
+                    "aten::silu_mul_backward",
+                    SWIGLU_BWD,
+                    T * f,
+                    reads=3,
+                    writes=2,
+                    dims=[[T, 2 * f], [T, f]],
+                )
             else:
                 self.elementwise(th, "aten::silu_mul", SWIGLU, T * f, reads=2, dims=[[T, 2 * f]])
         elif backward:
@@ -69,76 +70,20 @@ class StageLayers(StageWriter):
             self.elementwise(th, "aten::gelu", GELU, T * f, dims=[[T, f]])
 
     def attention_core(self, th: int, backward: bool = False) -> None:
-        """softmax(QK^T)V on this rank's heads: one flash kernel (causal blocks skipped; with
-        context parallelism the local queries attend to the whole sequence), or Megatron's unfused
-        batched GEMMs around a fused scale-mask-softmax and dropout (full s x s scores)."""
-        cfg = self.cfg
-        b, hq, s, d = cfg.micro_batch, self.heads_tp, cfg.model.seq, cfg.model.head_dim
-        if cfg.attention == "unfused":
-            self._unfused_attention(th, b * hq, s, d, backward)
-            return
-        sq = s // cfg.cp
-        t = costs.attention_time(b, hq, sq, d, self.gpu, backward=backward)
-        if cfg.cp > 1:  # s/cp local queries against all s keys: cp x the FLOPs of an s/cp square
-            t *= cfg.cp
-            self.cp_exchange(th, backward)
-        d4 = [b, hq, sq, d]
-        if backward:
-            self.begin(th, "autograd::engine::evaluate_function: ScaledDotProductFlashAttentionBackward0", "cpu_op")
-            self.kernel(th, KernelDesc("aten::_scaled_dot_product_flash_attention_backward", FLASH_BWD, ns(t),
-                                       25_000, dims=[d4, d4, d4, d4, d4, d4[:3]],
-                                       types=["c10::BFloat16"] * 5 + ["float"],
-                                       grid=(max(1, sq // 128), b, hq), block=(256, 1, 1), registers=255,
-                                       shared_memory=98_304))
-            self.end(th)
-            return
-        self.kernel(th, KernelDesc("aten::_scaled_dot_product_flash_attention", FLASH_FWD, ns(t), 22_000,
-                                   dims=[d4, d4, d4], types=["c10::BFloat16"] * 3,
-                                   grid=(max(1, sq // 128), b, hq), block=(128, 1, 1), registers=255,
-                                   shared_memory=49_152))
-
-    def bmm(self, th: int, batch: int, m: int, n: int, k: int) -> None:
-        """A batched GEMM (``batch`` products of m x k by k x n), costed as one GEMM of its FLOPs."""
-        t = costs.gemm_time(batch * m, n, k, self.gpu)
-        self.kernel(th, KernelDesc("aten::bmm", BMM.format(op="tn"), ns(t), 9_000,
-                                   dims=[[batch, m, k], [batch, k, n]], types=["c10::BFloat16"] * 2,
-                                   grid=(max(1, n // 128), max(1, m // 128), batch), block=(256, 1, 1)))
-
-    def cp_exchange(self, th: int, backward: bool) -> None:
-        """Context parallelism: the ring passes K and V blocks around the CP group (forward), and
-        their gradients back (backward); costed as one all-gather of this rank's K and V."""
-        kv = 2 * self.T * self.cfg.model.kv_dim // self.cfg.tp
-        n = kv * self.cfg.cp
-        kind = CollectiveKind.REDUCE_SCATTER if backward else CollectiveKind.ALL_GATHER
-        desc = CommDesc(ROLE_CP, kind, "cp_ring", "nccl:cp_ring", n if backward else kv,
-                        kv if backward else n, *BF16)
-        self.ops.append((OP_COLL, th, self._comm(desc), -1))
-
-    def _unfused_attention(self, th: int, bh: int, s: int, d: int, backward: bool) -> None:
-        scores = bh * s * s
-        if not backward:
-            self.bmm(th, bh, s, s, d)  # QK^T
-            self.kernel(th, KernelDesc("ScaledUpperTriangMaskedSoftmax", SOFTMAX_FWD,
-                                       ns(costs.memory_time(scores * 4, self.gpu)), 6_000, dims=[[bh, s, s]]))
-            self.elementwise(th, "aten::native_dropout", DROPOUT, scores, reads=1, writes=2, dims=[[bh, s, s]])
-            self.bmm(th, bh, s, d, s)  # PV
-            return
-        self.begin(th, "autograd::engine::evaluate_function: CoreAttentionBackward", "cpu_op")
-        self.bmm(th, bh, s, s, d)  # dP = dO V^T
-        self.bmm(th, bh, d, s, s)  # dV = P^T dO
-        self.elementwise(th, "aten::native_dropout_backward", DROPOUT, scores, reads=2, writes=1,
-                         dims=[[bh, s, s]])
-        self.kernel(th, KernelDesc("ScaledUpperTriangMaskedSoftmaxBackward", SOFTMAX_BWD,
-                                   ns(costs.memory_time(scores * 6, self.gpu)), 6_000, dims=[[bh, s, s]]))
-        self.bmm(th, bh, s, d, s)  # dQ = dS K
-        self.bmm(th, bh, s, d, s)  # dK = dS^T Q
-        self.end(th)
+        write_attention_core(self, th, backward)
 
     def layernorm(self, th: int, rows: int, h: int, backward: bool = False) -> None:
         if self.cfg.model.norm == "rmsnorm":
             name = "aten::rms_norm_backward" if backward else "aten::rms_norm"
-            self.elementwise(th, name, RMS_BWD if backward else RMS_FWD, rows * h,
-                             reads=3 if backward else 1, writes=1, dims=[[rows, h], [h]])
+            self.elementwise(
+                th,
+                name,
+                RMS_BWD if backward else RMS_FWD,
+                rows * h,
+                reads=3 if backward else 1,
+                writes=1,
+                dims=[[rows, h], [h]],
+            )
             return
         if backward:
             self.begin(th, "autograd::engine::evaluate_function: NativeLayerNormBackward0", "cpu_op")

@@ -174,11 +174,25 @@ class StageWriter:
             return
         tp = self.cfg.tp
         if gather:
-            desc = CommDesc(ROLE_TP, CollectiveKind.ALL_GATHER, "_allgather_base", "nccl:_all_gather_base",
-                            nelems // tp, nelems, *BF16)
+            desc = CommDesc(
+                ROLE_TP,
+                CollectiveKind.ALL_GATHER,
+                "_allgather_base",
+                "nccl:_all_gather_base",
+                nelems // tp,
+                nelems,
+                *BF16,
+            )
         else:
-            desc = CommDesc(ROLE_TP, CollectiveKind.REDUCE_SCATTER, "_reduce_scatter_base",
-                            "nccl:_reduce_scatter_base", nelems, nelems // tp, *BF16)
+            desc = CommDesc(
+                ROLE_TP,
+                CollectiveKind.REDUCE_SCATTER,
+                "_reduce_scatter_base",
+                "nccl:_reduce_scatter_base",
+                nelems,
+                nelems // tp,
+                *BF16,
+            )
         self.ops.append((OP_COLL, thread, self._comm(desc), handle))
 
     def tp_output(self, thread: int, nelems: int) -> None:
@@ -192,6 +206,10 @@ class StageWriter:
         """Before a column-parallel GEMM: sequence parallelism all-gathers the sharded input."""
         if self.cfg.sp:
             self.tp_exchange(thread, nelems, gather=True)
+
+    def collective(self, thread: int, desc: CommDesc, handle: int = -1) -> None:
+        """Issue one collective (``handle`` -1: waited at once; else waited later by ``wait``)."""
+        self.ops.append((OP_COLL, thread, self._comm(desc), handle))
 
     def wait(self, thread: int, handles: list[int]) -> None:
         if handles:
