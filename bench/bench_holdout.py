@@ -122,7 +122,7 @@ def main() -> int:
         synth = synthetic_trace(Path(tmp) / "synthetic_single_rank.json.gz")
         mb = synth.stat().st_size / 1e6
         raw = len(gzip.decompress(synth.read_bytes())) / 1e6
-        targets = _targets() + [(f"synthetic single rank ({raw:.1f} MB JSON, {mb:.1f} MB gz)", synth)]
+        targets = [*_targets(), (f"synthetic single rank ({raw:.1f} MB JSON, {mb:.1f} MB gz)", synth)]
         if args.only:
             targets = [(n, p) for n, p in targets if args.only in n]
         print(f"{'trace':<58} {'--no-holdout s':>14} {'hold-out s':>11} {'ratio':>7}")

@@ -70,7 +70,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    """The traces folder (``--traces``), and the kernels' background compile (:func:`_start_warm_up`)."""
     global SHARED_TRACES, HAVE_SHARED, needs_shared
+    _start_warm_up(config)
     option = config.getoption("--traces")
     if option:
         os.environ["LUMOS_TRACES"] = str(option)  # subprocesses and later imports see it too
@@ -184,7 +186,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):  # type: ignore[no-
 _warm_up: subprocess.Popen[bytes] | None = None
 
 
-def pytest_configure(config: pytest.Config) -> None:
+def _start_warm_up(config: pytest.Config) -> None:
     """In the controller of a run with workers: compile the kernels into the shared numba cache in a
     background process while the workers start and collect, so that they load the compiled code
     instead of each compiling it (~15 CPU s on a fresh checkout; ~1 s to find them cached)."""

@@ -163,7 +163,7 @@ def test_kernels_launched_before_the_window_are_busy_inside_it(tmp_path) -> None
     tb.write(tmp_path / "early.json")
     job = load_job(tmp_path / "early.json", workers=1)
     t = job.ranks[0]
-    step1 = dict((w.name, b) for w, b in rank_breakdowns(t))["ProfilerStep#1"]
+    step1 = {w.name: b for w, b in rank_breakdowns(t)}["ProfilerStep#1"]
     assert step1.other_ns == 100_000 - 80_000 - 5_000  # only the true gaps are idle
     rows = [r for r in idle_attribution(build_graph(job)).rows if r.iteration == "ProfilerStep#1"]
     assert sum(r.idle_ns for r in rows) == 15_000

@@ -237,7 +237,7 @@ def build_rewritten(
         nr: sorted(nr + t + config.tp * d for d in range(config.dp * config.cp) for t in range(config.tp))
         for nr in new_rank_of.values()
     }
-    if P1 != P0 or base.microbatches != M1 or V != base.vp:
+    if P1 != P0 or base.microbatches != M1 or base.vp != V:
         notes.append(
             f"pipeline rebuilt: {P1} stage(s) x {L1 // P1} layers, {M1} microbatches, {config.schedule}; "
             f"send/recv of {act_bytes / 2**20:.1f} MiB per microbatch (up to {p2p_ns / 1000:.0f} µs)"
