@@ -135,6 +135,13 @@ def row_columns(first: Column, tokens: bool = False, memory: bool = False) -> li
         lambda v: "" if math.isnan(v) else f"{v:,.0f}",
         numeric=True,
     )
+    mfu = Column(
+        "MFU",
+        lambda r: 100 * r.mfu,
+        lambda v: "" if math.isnan(v) else f"{v:.1f} %",
+        "model FLOPs utilisation: model FLOPs per iteration over the GPUs' bf16 peak",
+        True,
+    )
     peak = Column(
         "memory (GiB)",
         lambda r: r.peak_memory_bytes / 2**30 if r.peak_memory_bytes >= 0 else math.nan,
@@ -145,6 +152,7 @@ def row_columns(first: Column, tokens: bool = False, memory: bool = False) -> li
     return [
         first,
         Column("GPUs", lambda r: r.world_size, numeric=True),
+        *([per_gpu, mfu] if tokens else []),
         Column("iteration (ms)", lambda r: r.iteration_us / 1000, ms_or_blank, numeric=True),
         Column(
             "compute", lambda r: _bd_ms(r, "exposed_compute_ns"), ms_or_blank, "exposed compute (ms)", True
@@ -155,7 +163,6 @@ def row_columns(first: Column, tokens: bool = False, memory: bool = False) -> li
         ),
         Column("idle", lambda r: _bd_ms(r, "other_ns"), ms_or_blank, numeric=True),
         pct,
-        *([per_gpu] if tokens else []),
         *([peak] if memory else []),
         Column("problem", lambda r: "" if r.ok else r.note),
     ]

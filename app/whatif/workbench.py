@@ -126,6 +126,7 @@ class WhatIfWorkbench(WorkbenchMenus, OverlayChoice, ScenarioExport, SessionKeep
         sl.renamed.connect(self.rename_scenario)
         sl.export_timeline_requested.connect(self.ask_export_timeline)
         sl.export_tables_requested.connect(self.ask_export_tables)
+        self.prediction.gpu_bound_requested.connect(lambda changes: self.request_estimate(changes))
         self.sweep.sweep_requested.connect(self.request_sweep)
         self.sweep.keep_requested.connect(lambda knob, value: self.request_estimate({knob: value}))
         # the grid sweep puts its button on the panel; its picks come back as estimates

@@ -234,11 +234,19 @@ def format_table(rows: list[GridRow], knobs: list[str]) -> str:
     return "\n".join(out)
 
 
-def pareto_front(rows: list[GridRow]) -> list[int]:
+def pareto_front(rows: list[GridRow], by: str = "time") -> list[int]:
     """Indices of the estimated rows that no other beats on both GPUs and iteration time (fewer or
     as many GPUs and less or as much time, one of them strictly), by increasing GPUs. Rows that do
-    not fit in memory (status "out of memory") are no candidates: they are no answer."""
-    ok = sorted((r.world_size, r.iteration_us, i) for i, r in enumerate(rows) if r.ok)
+    not fit in memory (status "out of memory") are no candidates: they are no answer.
+
+    ``by="throughput"``: on the job's throughput (tokens/s, all GPUs) instead, for grids whose
+    configurations do different work per iteration (their iteration times do not compare); rows
+    without a known rate are then no candidates."""
+    if by == "throughput":
+        key = [-r.tokens_per_s_per_gpu * r.world_size for r in rows]  # higher rate: lower key
+    else:
+        key = [r.iteration_us for r in rows]
+    ok = sorted((r.world_size, key[i], i) for i, r in enumerate(rows) if r.ok and not math.isnan(key[i]))
     front: list[int] = []
     best = math.inf
     for _gpus, t, i in ok:
