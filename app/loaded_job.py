@@ -38,6 +38,7 @@ from lumos_core.replay.summaries import (
     iteration_table,
     top_kernels,
 )
+from lumos_core.replay.warm_up import warm_up, warm_up_message
 from lumos_core.trace.kernel_families import event_families
 from lumos_core.trace.loader import load_job
 from lumos_core.trace.memory_summary import DeviceMemory, rank_memory
@@ -221,7 +222,13 @@ def summarise_job(loaded: LoadedJob, progress: Callable[[float, str], None]) -> 
     kernels = top_kernels(job, None, limit=None)
     clocks = clock_table(job)
     operators = operator_table(job, None)
-    progress(0.6, "attributing GPU idle time")
+    compiling = warm_up_message()
+    if (
+        compiling
+    ):  # the idle table's graph build is the job's first: compile (or load) the kernels here, and say so
+        progress(0.6, compiling)
+        warm_up()
+    progress(0.7, "attributing GPU idle time")
     idle, idle_error, graph = job_idle(job)
     progress(1.0, "summaries ready")
     return JobSummaries(

@@ -233,6 +233,11 @@ class PredictionPane(QWidget):
         notes = [*s.notes]
         self.notes.setText("<br>".join(f"<small>note: {html.escape(n)}</small>" for n in notes[:6]))
 
+    def show_waiting(self, text: str) -> None:
+        """Say what the pane waits for while it has no scenario to show."""
+        if self.summary is None and text:
+            self.headline.setText(html.escape(text))
+
     def export_csv(self, folder: str | Path) -> list[Path]:
         if self.summary is None:
             return []
