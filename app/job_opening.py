@@ -222,7 +222,8 @@ class JobOpening:
         self.timings.setdefault("first_progress_s", self.seconds_since_open())
         wb = getattr(self, "workbench", None)
         if wb is not None and self._awaiting_summary is None:  # still reading: say what the panes wait for
-            wb.show_waiting(f"Waiting for the job: {text}")
+            short = " · ".join(p for p in text.split(" · ") if not p.lower().endswith(TRACE_SUFFIXES))
+            wb.show_waiting(f"Waiting for the job: {short}")  # the file name is for the status bar
 
     def _on_file_status(self, token: int, file: str, state: str, detail: str) -> None:
         if token == self._token:

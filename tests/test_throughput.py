@@ -129,3 +129,13 @@ def test_terminal_progress_only_on_a_terminal() -> None:
     report(1.0, "loaded 2 rank(s)")
     text = tty.getvalue()
     assert "parsing 1 of 2 files, 0.1 of 0.2 MB" in text and "50.0%" in text and text.endswith("\n")
+
+
+def test_a_smaller_model_ranks_by_model_flops_not_tokens() -> None:
+    from lumos_core.whatif.throughput import Throughput
+
+    big = Throughput(10_000.0, 2, "tokens", 4096.0, 2e13, 989e12)  # 204,800 tokens/s/GPU
+    small = Throughput(3_000.0, 2, "tokens", 4096.0, 2e12, 989e12)  # more tokens/s, less useful work
+    assert small.per_s_per_gpu > big.per_s_per_gpu
+    assert small.flops_per_s_per_gpu < big.flops_per_s_per_gpu
+    assert sorted([small, big], key=rank_key) == [big, small]

@@ -13,7 +13,7 @@ import math
 from typing import Any
 
 from lumos_core.whatif.scenario import ScenarioSummary
-from lumos_core.whatif.throughput import GPU_BOUND_CPU_SCALE
+from lumos_core.whatif.throughput import GPU_BOUND_CPU_SCALE, MODEL_KNOBS
 
 GPU_BOUND_BUTTON = f"Assume GPU-bound (Host time × {GPU_BOUND_CPU_SCALE})"
 GPU_BOUND_TIP = (
@@ -30,10 +30,14 @@ def rate_text(s: ScenarioSummary) -> str:
 
 def ranking_change(s: ScenarioSummary, baseline: ScenarioSummary | None) -> tuple[float, str]:
     """(change in %, what it measures) against ``baseline``: throughput per GPU (higher is better)
-    when ``s`` does different work per iteration, else iteration time (lower is better)."""
+    when ``s`` does different work per iteration (model FLOP/s per GPU when it changes the model),
+    else iteration time (lower is better)."""
     if baseline is None:
         return (s.change_pct, "iteration")
     if s.work_changed:
+        a, b = baseline.throughput.flops_per_s_per_gpu, s.throughput.flops_per_s_per_gpu
+        if any(k in MODEL_KNOBS for k in s.changes) and a and not (math.isnan(a) or math.isnan(b)):
+            return (100.0 * (b / a - 1), "FLOP/s")  # a smaller model's tokens/s is no gain
         c = s.throughput.change_pct(baseline.throughput)
         if not math.isnan(c):
             return (c, "throughput")

@@ -255,7 +255,7 @@ def headline_html(s: ScenarioSummary) -> str:
     if s.kind == "replay":
         return (
             f"<b>{name}</b>: replayed <b>{pred:.3f} ms</b> per iteration "
-            f"(<b>{html.escape(rate_text(s))}</b>), measured {meas:.3f} ms. "
+            f"(<b style='white-space:nowrap'>{html.escape(rate_text(s))}</b>), measured {meas:.3f} ms. "
             f"Replay error (in-sample): <b>{s.replay_error_pct:.2f} %</b> mean |error| over "
             f"{len(s.iterations)} rank-iterations; <tt>lumos replay</tt> gives the hold-out figure."
         )
@@ -266,7 +266,7 @@ def headline_html(s: ScenarioSummary) -> str:
         source = html.escape(s.predicted_from)
         return (
             f"<b>{name}</b> ({ranks}): predicted <b>{pred:.3f} ms</b> per iteration "
-            f"(<b>{html.escape(rate_text(s))}</b>) vs measured "
+            f"(<b style='white-space:nowrap'>{html.escape(rate_text(s))}</b>) vs measured "
             f"{meas:.3f} ms: <b>{s.error_pct:+.1f} %</b> error, hold-out (the prediction never saw "
             f"this job; null model, this job = {source}: {s.null_error_pct:+.1f} %); "
             f"{source} replayed {s.replayed.iteration_us / 1000:.3f} ms." + memory_html(s)
@@ -274,7 +274,7 @@ def headline_html(s: ScenarioSummary) -> str:
     head = (
         f"<b>{name}</b> ({ranks}): predicted <b>{pred:.3f} ms</b> per iteration, "
         f"<b>{s.change_pct:+.1f} %</b> vs the replayed baseline ({s.replayed.iteration_us / 1000:.3f} ms); "
-        f"<b>{html.escape(rate_text(s))}</b>"
+        f"<b style='white-space:nowrap'>{html.escape(rate_text(s))}</b>"
     )
     base = (s.estimate_json or {}).get("throughput") or {}
     tc = base.get("change_pct")

@@ -1,6 +1,7 @@
 """The scenario list: every replay and estimate run, kept by name, to show, compare and export.
 
-Ranked best first by throughput per GPU (tokens/s, or samples/s where tokens are unknown): a
+Ranked best first by throughput per GPU (model FLOP/s when the model shape is known, so a smaller
+model's tokens/s is no gain; else tokens/s, or samples/s where tokens are unknown): a
 scenario that does different work per iteration (microbatches, micro-batch size, seq, DP) is
 compared on its rate, not its iteration time, and its "vs baseline" column says so. A scenario
 whose GPU change the host hid (CPU-paced) says so in that column too.
@@ -101,7 +102,12 @@ class ScenarioList(QWidget):
     def _baseline(self):  # type: ignore[no-untyped-def]
         """The traced configuration's replay (what "vs baseline" compares with), if there."""
         return next(
-            (x.summary for x in self.scenarios.values() if x.summary.kind == "replay" and not x.summary.changes), None
+            (
+                x.summary
+                for x in self.scenarios.values()
+                if x.summary.kind == "replay" and not x.summary.changes
+            ),
+            None,
         )
 
     def rank(self) -> None:
@@ -185,7 +191,7 @@ class ScenarioList(QWidget):
             item.setText(
                 VS,
                 f"{change:+.1f} % "
-                + ("throughput" if what == "throughput" else "time")
+                + {"iteration": "time"}.get(what, what)
                 + (" ⚠ CPU-paced" if paced else ""),
             )
             item.setToolTip(
@@ -195,6 +201,9 @@ class ScenarioList(QWidget):
                     "throughput per GPU vs the baseline: this scenario does different work per "
                     "iteration, so its iteration time alone would mislead"
                     if what == "throughput"
+                    else "model FLOP/s per GPU vs the baseline: this scenario changes the model, so "
+                    "neither its iteration time nor its tokens/s compare"
+                    if what == "FLOP/s"
                     else "iteration time vs the replayed baseline"
                 ),
             )

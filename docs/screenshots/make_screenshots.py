@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -19,7 +20,7 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from PySide6.QtCore import Qt  # noqa: E402
+from PySide6.QtCore import QSettings, Qt  # noqa: E402
 from PySide6.QtWidgets import QApplication, QWidget  # noqa: E402
 
 from app.main_window import MainWindow  # noqa: E402
@@ -81,7 +82,7 @@ def cpu_paced(folder: str) -> None:
     wb.request_estimate({"dp": 16})
     idle(w)
     pane = wb.prediction.top_scroll
-    pane.resize(900, 300)
+    pane.resize(900, 360)
     save(pane, "cpu-paced-banner.png")
     w.shutdown()
 
@@ -90,14 +91,16 @@ def progress(folder: str) -> None:
     w = window()
     w.resize(1200, 700)
     w.open_path(folder)
-    assert spin(lambda: "files" in w.status_label.text() and "left" in w.status_label.text(), 120)
-    save(w, "progress-opening-a-job.png", 1000)
+    assert spin(lambda: "files" in w.status_label.text() and w.progress.value() > 300, 120)
+    save(w, "progress-opening-a-job.png", 900)
     idle(w)
     w.shutdown()
 
 
 def main() -> None:
     app = QApplication.instance() or QApplication([])  # noqa: F841
+    # a settings folder of its own: no one's recent folders in the pictures
+    QSettings.setPath(QSettings.Format.IniFormat, QSettings.Scope.UserScope, tempfile.mkdtemp())
     small, large, nanogpt = sys.argv[1:4]
     progress(large)
     scenario_list(small)

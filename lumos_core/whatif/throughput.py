@@ -29,9 +29,12 @@ from lumos_core.whatif.config import Baseline, JobConfig
 GPU_BOUND_CPU_SCALE = 0.3
 # Knobs that change the work one iteration does (tokens or samples): their scenarios rank by rate.
 WORK_KNOBS = ("dp", "microbatches", "micro_batch", "seq", "layers", "hidden", "ffn")
+# Of those, the ones that change the model (FLOPs per token): their rate compares as model FLOP/s.
+MODEL_KNOBS = ("layers", "hidden", "ffn", "seq")
 
 __all__ = [
     "GPU_BOUND_CPU_SCALE",
+    "MODEL_KNOBS",
     "WORK_KNOBS",
     "Throughput",
     "rank_key",
@@ -94,6 +97,13 @@ class Throughput:
     @property
     def tokens_per_s_per_gpu(self) -> float:
         return self.per_s_per_gpu if self.unit == "tokens" else math.nan
+
+    @property
+    def flops_per_s_per_gpu(self) -> float:
+        """Model FLOP/s per GPU (NaN unknown): the rate that compares across model shapes too."""
+        if not self.iteration_us or math.isnan(self.model_flops) or not self.world_size:
+            return math.nan
+        return self.model_flops / (self.iteration_us / 1e6) / self.world_size
 
     @property
     def mfu(self) -> float:
@@ -181,7 +191,11 @@ def work_changed(base: JobConfig, config: JobConfig) -> bool:
     return any(getattr(base, k) != getattr(config, k) for k in WORK_KNOBS)
 
 
-def rank_key(t: Throughput) -> float:
-    """Sort key, best first: the rate per GPU, descending (unknown last)."""
+def rank_key(t: Throughput) -> tuple[int, float]:
+    """Sort key, best first: model FLOP/s per GPU when known (a tokens/s of a smaller model is no
+    gain), else the rate per GPU; descending, unknown last."""
+    f = t.flops_per_s_per_gpu
+    if not math.isnan(f):
+        return (0, -f)
     r = t.per_s_per_gpu
-    return math.inf if math.isnan(r) else -r
+    return (1, math.inf if math.isnan(r) else -r)
