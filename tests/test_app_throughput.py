@@ -204,3 +204,27 @@ def test_load_eta_and_the_compiling_message(tmp_path: Path, monkeypatch) -> None
     assert warm_up_module.warm_up_message() == warm_up_module.LOADING
     monkeypatch.setattr(warm_up_module, "_warmed", True)
     assert warm_up_module.warm_up_message() == ""
+
+
+def test_the_one_knob_sweep_says_cpu_paced_and_shows_rate_and_mfu(qtbot) -> None:  # type: ignore[no-untyped-def]
+    from types import SimpleNamespace
+
+    from app.sweep.sweep_view import SweepView
+    from lumos_core.replay.breakdown import Breakdown
+    from lumos_core.sweep.point import OK, GridRow
+
+    view = SweepView()
+    qtbot.addWidget(view)
+    rows = [
+        GridRow({"dp": d}, d, OK, 41_569.0, Breakdown(30_000_000, 2_000_000, 7_000_000, 2_569_000), 0.0,
+                30_000.0, 0.35, cpu_paced=0.28)
+        for d in (8, 16)
+    ]  # fmt: skip
+    view.show_outcome(SimpleNamespace(knob="dp", rows=rows, seconds=1.0, values=[8, 16]))
+    assert "CPU-paced by 28 %" in view.message.text() and f"× {GPU_BOUND_CPU_SCALE}" in view.message.text()
+    headers = [c.header for c in view.table.model.columns]
+    assert "tokens/s/GPU" in headers and "MFU" in headers
+    for r in rows:
+        r.cpu_paced = float("nan")
+    view.show_outcome(SimpleNamespace(knob="dp", rows=rows, seconds=1.0, values=[8, 16]))
+    assert "CPU-paced" not in view.message.text()

@@ -37,6 +37,7 @@ from lumos_core.errors import LumosError
 from lumos_core.sweep.grid import default_values, parse_values
 from lumos_core.sweep.point import GridRow
 from lumos_core.whatif.config import KNOBS, Baseline
+from lumos_core.whatif.throughput import GPU_BOUND_CPU_SCALE
 
 SWEEP_KNOBS = [k for k in KNOBS if k != "schedule"]
 
@@ -203,7 +204,9 @@ class SweepView(QWidget):
         legend += "&nbsp;&nbsp;— iteration time"
         self.legend = QLabel(legend)
         self.table = TablePane(
-            "sweep", row_columns(Column("value", lambda r: r.changes.get(self.shown_knob))), GridRow
+            "sweep",
+            row_columns(Column("value", lambda r: r.changes.get(self.shown_knob)), tokens=True),
+            GridRow,
         )
         self.table.export_button.hide()  # the rows save as a results file (Save CSV)
         self.save_button = QPushButton("Save CSV…")
@@ -261,8 +264,16 @@ class SweepView(QWidget):
         self.table.set_rows(outcome.rows)
         self.save_button.setEnabled(True)
         bad = sum(not r.ok for r in outcome.rows)
+        paced = [r.cpu_paced for r in outcome.rows if r.cpu_paced == r.cpu_paced]
+        warn = (
+            f"<b style='color:#B45309'>⚠ CPU-paced by {100 * max(paced):.0f} %: the host hides these GPU "
+            f"what-ifs; sweep again with Host time × {GPU_BOUND_CPU_SCALE} (assume GPU-bound).</b> "
+            if paced
+            else ""
+        )
         self.message.setText(
-            f"{outcome.knob}: {len(outcome.rows)} values in {outcome.seconds:.1f} s"
+            warn
+            + f"{html.escape(outcome.knob)}: {len(outcome.rows)} values in {outcome.seconds:.1f} s"
             + (f"; {bad} could not be estimated (see the problem column)" if bad else "")
             + ". Double-click a row to keep it as a scenario."
         )
