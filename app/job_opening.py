@@ -47,6 +47,14 @@ def error_html(message: str) -> str:
     return f"<span>{html.escape(message, quote=False)}</span>"
 
 
+def load_eta(fraction: float, elapsed_s: float) -> str:
+    """ " · about 40 s left" once a load is far enough along for the estimate to mean something."""
+    if not (0.03 < fraction < 0.98) or elapsed_s < 1.0:
+        return ""
+    left = elapsed_s * (1 - fraction) / fraction
+    return f" · about {left:.0f} s left" if left < 120 else f" · about {left / 60:.0f} min left"
+
+
 class JobOpening:
     """Starting, following and cancelling loads; drag and drop (see the module docstring)."""
 
@@ -223,8 +231,15 @@ class JobOpening:
     def _on_progress(self, token: int, fraction: float, message: str) -> None:
         if token != self._token:
             return
-        self.progress.setValue(int(1000 * min(max(fraction, 0.0), 1.0)))
-        self.status_label.setText(message)
+        fraction = min(max(fraction, 0.0), 1.0)
+        self.progress.setValue(int(1000 * fraction))
+        text = f"{message}{load_eta(fraction, self.seconds_since_open())}"
+        self.status_label.setText(text)
+        self.timings.setdefault("first_progress_s", self.seconds_since_open())
+        wb = getattr(self, "workbench", None)
+        if wb is not None and self._awaiting_summary is None:  # still reading: say what the panes wait for
+            short = " · ".join(p for p in text.split(" · ") if not p.lower().endswith(TRACE_SUFFIXES))
+            wb.show_waiting(f"Waiting for the job: {short}")  # the file name is for the status bar
 
     def _on_file_status(self, token: int, file: str, state: str, detail: str) -> None:
         if token == self._token:

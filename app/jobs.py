@@ -41,6 +41,7 @@ class BackgroundTask(QObject):
         self._fn = fn
         self._cancel = threading.Event()
         self._last_report = 0.0
+        self._last_stage = ""
         self._thread = QThread()
         self._thread.setObjectName(f"lumos-task-{token}")
         self._worker = _Worker(self)
@@ -71,8 +72,12 @@ class BackgroundTask(QObject):
         if self._cancel.is_set():
             raise Cancelled("cancelled by the user")
         now = time.monotonic()
-        if fraction >= 1.0 or now - self._last_report >= _PROGRESS_INTERVAL_S:
+        # a new stage ("compiling kernels…" after "summarising…") always gets through: it may be
+        # what the next seconds are spent on; repeats of one stage ("parsing 12 of 256 files") are thinned
+        stage = message.split(" ", 1)[0]
+        if fraction >= 1.0 or now - self._last_report >= _PROGRESS_INTERVAL_S or stage != self._last_stage:
             self._last_report = now
+            self._last_stage = stage
             self.progressed.emit(self.token, float(fraction), message)
 
     def _on_file(self, file: str, state: str, detail: str) -> None:

@@ -11,10 +11,12 @@ and the window hands them over with :meth:`LoadedJob.apply`. :func:`prepare_job`
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -38,6 +40,7 @@ from lumos_core.replay.summaries import (
     iteration_table,
     top_kernels,
 )
+from lumos_core.replay.warm_up import warm_up, warm_up_message
 from lumos_core.trace.kernel_families import event_families
 from lumos_core.trace.loader import load_job
 from lumos_core.trace.memory_summary import DeviceMemory, rank_memory
@@ -46,6 +49,8 @@ from lumos_core.trace.operator_stats import OperatorStat, operator_table
 from lumos_core.whatif.baseline import infer_baseline
 from lumos_core.whatif.config import Baseline
 from lumos_core.whatif.rank_groups import default_role, rank_groups
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -130,8 +135,38 @@ def prepare_lanes(
 ) -> LoadedJob:
     """Load ``path`` and build what the timeline's first picture needs (runs on a worker thread)."""
     t0 = time.perf_counter()
-    job = load_job(path, progress=scaled(progress, 0.0, 0.85), on_file=on_file, cache_config=cache_config())
+    job = on_python_thread(
+        lambda: load_job(
+            path, progress=scaled(progress, 0.0, 0.85), on_file=on_file, cache_config=cache_config()
+        )
+    )
     return lanes_of(path, job, progress, t0)
+
+
+def on_python_thread(fn: Callable[[], T]) -> T:
+    """``fn()`` on a thread Python started, waited for here. The loader's parsing process pool is
+    started from it: started from the Qt worker itself, the pool registers that foreign thread with
+    :mod:`threading` for good (a "dummy" thread that outlives the worker; seen by the xcb smoke test
+    after a 64-rank job opened)."""
+    out: list[Any] = []
+    done = threading.Event()
+
+    def run() -> None:
+        try:
+            out.append((True, fn()))
+        except BaseException as exc:  # re-raised on the caller's thread (Cancelled included)
+            out.append((False, exc))
+        finally:
+            done.set()
+
+    # daemon given and no join(): both would ask threading.current_thread() on this foreign thread,
+    # which is what registers it
+    threading.Thread(target=run, name="lumos-load", daemon=True).start()
+    done.wait()
+    ok, value = out[0]
+    if not ok:
+        raise value
+    return value
 
 
 def prepare_loaded(
@@ -221,7 +256,13 @@ def summarise_job(loaded: LoadedJob, progress: Callable[[float, str], None]) -> 
     kernels = top_kernels(job, None, limit=None)
     clocks = clock_table(job)
     operators = operator_table(job, None)
-    progress(0.6, "attributing GPU idle time")
+    compiling = warm_up_message()
+    if (
+        compiling
+    ):  # the idle table's graph build is the job's first: compile (or load) the kernels here, and say so
+        progress(0.6, compiling)
+        warm_up()
+    progress(0.7, "attributing GPU idle time")
     idle, idle_error, graph = job_idle(job)
     progress(1.0, "summaries ready")
     return JobSummaries(

@@ -53,7 +53,7 @@ def base() -> lumos_core.Job:
 # The top-level keys of the CLI's --json objects (the commands now print the API's to_dict(), so
 # comparing the two alone would not notice a key lost from both).
 ESTIMATE_KEYS = ["definition", "iteration_definition", "baseline", "predicted", "retimed", "seconds", "notes",
-                 "memory", "stalls_kept", "synthetic"]  # fmt: skip
+                 "memory", "throughput", "cpu_paced", "stalls_kept", "synthetic"]  # fmt: skip
 REPLAY_KEYS = ["definition", "tasks", "edges", "seconds", "simulate_seconds", "tasks_per_second",
                "mean_abs_error_pct", "measured", "replayed", "unexplained_delay_us", "gpu_start_error_us",
                "scale", "notes", "ranks", "holdout", "null_models", "stalls_kept", "peer_waits", "synthetic",

@@ -145,16 +145,18 @@ def test_scenario_list_shows_memory_beside_time_red_when_it_does_not_fit(qtbot) 
     from types import SimpleNamespace
 
     from app.whatif.scenarios import COLUMNS, OUT_OF_MEMORY_COLOR, ScenarioList
+    from lumos_core.whatif.throughput import Throughput
 
     lst = ScenarioList()
     qtbot.addWidget(lst)
     mem = {"peak_bytes": 900 << 30, "capacity_bytes": 80 << 30, "fits": False, "gpu": "H100", "peak_stage": 0}
     summary = SimpleNamespace(
         world_size=1, iteration_us=5000.0, replayed=SimpleNamespace(iteration_us=4000.0), kind="estimate",
-        changes={"tp": 1}, estimate_json={"memory": mem}, replay_error_pct=0.0,
+        changes={"tp": 1}, estimate_json={"memory": mem}, replay_error_pct=0.0, work_changed=False,
+        cpu_paced=None, throughput=Throughput(5000.0, 1, "tokens", 4096.0, 1e13, 989e12),
     )  # fmt: skip
     lst.add(SimpleNamespace(id=1, name="TP 1", seconds=0.1, summary=summary), 4000.0)
     item = lst.tree.topLevelItem(0)
     col = COLUMNS.index("memory (GiB)")
-    assert item.text(col).startswith("900.0") and col == COLUMNS.index("iteration (ms)") + 2
+    assert item.text(col).startswith("900.0") and col == COLUMNS.index("iteration (ms)") + 2  # beside the time and its change
     assert item.foreground(col).color().name() == OUT_OF_MEMORY_COLOR.lower()

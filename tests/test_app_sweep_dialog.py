@@ -210,5 +210,5 @@ def test_the_rows_save_as_a_results_file_the_cli_resumes(win, local_rows, tmp_pa
         for key, row in back.done.items():
             assert row.status == local_rows[key].status and row.breakdown == local_rows[key].breakdown
     header = "config,dp,pp,gpu,world_size,status,iteration_ms,exposed_compute_ms,overlapped_ms,"
-    header += "exposed_comm_ms,other_ms,change_pct,tokens_per_s_per_gpu,peak_memory_bytes,capacity_bytes,note"
+    header += "exposed_comm_ms,other_ms,change_pct,tokens_per_s_per_gpu,mfu,peak_memory_bytes,capacity_bytes,note"
     assert out.read_text().splitlines()[0] == header

@@ -23,6 +23,7 @@ from app.timeline.lane_layout import RowKind
 from app.timeline.timeline_view import PREDICTED, Hit
 from app.whatif.prediction_pane import BreakdownBars
 from app.whatif.runner import Request, Scenario
+from app.whatif.scenarios import COLUMNS
 from lumos_core.replay.breakdown import Breakdown
 from lumos_core.sweep.results import ResultsFile
 from lumos_core.trace.model import Kind
@@ -161,8 +162,8 @@ def test_baseline_replay_overlay_appears_with_the_cli_error(win, cli_replay) -> 
     assert f"{s.summary.replay_error_pct:.2f} %" in wb.prediction.headline.text()
     assert wb.prediction.iterations.model.rowCount() == len(cli_rows) == 32
     row = wb.scenario_list.tree.topLevelItem(0)
-    assert row.text(3) == f"{s.summary.replay_error_pct:.2f} % in-sample"
-    assert "replay error, in-sample" in row.toolTip(3)
+    assert row.text(COLUMNS.index("vs baseline")) == f"{s.summary.replay_error_pct:.2f} % in-sample"
+    assert "replay error, in-sample" in row.toolTip(COLUMNS.index("vs baseline"))
     # drawn: the measured timeline in its colours, the replay outlined only where it differs by
     # two pixels or more at this zoom; the status bar says how close it is
     tl = win.timeline

@@ -13,6 +13,7 @@ from PySide6.QtWidgets import QApplication, QSplitter
 
 from app.timeline.lane_layout import RowKind
 from app.timeline.timeline_view import PREDICTED, Hit
+from app.whatif.scenarios import COLUMNS
 from lumos_core.trace.model import Kind
 
 pytest_plugins = ["app_fixtures"]  # isolated QSettings
@@ -145,7 +146,7 @@ def test_replay_error_is_labelled_in_sample_and_scenario_names_stay_readable(dem
     tree = wb.scenario_list.tree
     rows = [tree.topLevelItem(i) for i in range(tree.topLevelItemCount())]
     row = next(r for r in rows if r.text(0) == "baseline replay")
-    assert row.text(3).endswith("in-sample")
+    assert row.text(COLUMNS.index("vs baseline")).endswith("in-sample")
     # the name column is wide enough for every name, whatever the dock's width
     QApplication.processEvents()
     fm = tree.fontMetrics()

@@ -257,6 +257,48 @@ class Driver:
         }
         self.screenshot("folder")
 
+    def open_large(self) -> None:
+        """A big job (``LUMOS_SMOKE_LARGE_JOB``, made by the test): what the status bar says
+        before the first paint of its lanes (files and bytes parsed, an ETA), photographed once."""
+        path = os.environ.get("LUMOS_SMOKE_LARGE_JOB")
+        if not path:
+            return
+        w = self.window
+        painted: list[float] = []
+        w.first_painted.connect(painted.append)
+        seen: list[str] = []
+        shot: list[str] = []
+        set_text = w.status_label.setText
+
+        def record(text: str) -> None:  # every status line shown before the first paint
+            if not painted:
+                seen.append(text)
+            set_text(text)
+
+        w.status_label.setText = record  # type: ignore[method-assign]
+        t0 = time.monotonic()
+        w.open_path(path)
+
+        def watch() -> bool:
+            if not painted and not shot and "files" in w.status_label.text():
+                shot.append(str(self.screenshot("large_progress")))  # the progress view, on the X server
+            return bool(painted) and not w.is_loading
+
+        loaded = spin(watch, 180)
+        idle = self.wait_idle()
+        w.status_label.setText = set_text  # type: ignore[method-assign]
+        settle(0.5)
+        self.screenshot("large")
+        self.result["steps"]["large"] = {
+            "loaded": loaded,
+            "idle": idle,
+            "ranks": len(w.loaded.job.ranks) if w.loaded else 0,
+            "before_first_paint": seen,
+            "first_paint_s": painted[0] if painted else None,
+            "seconds": time.monotonic() - t0,
+            "error": w.last_error,
+        }
+
     def quit(self) -> None:
         w = self.window
         self.xdotool("windowfocus", "--sync", str(int(w.winId())))
@@ -282,6 +324,7 @@ def main() -> int:
         d.navigate()
         d.what_if()
         d.open_folder()
+        d.open_large()
     finally:
         d.quit()
         (out / "result.json").write_text(json.dumps(d.result, indent=1))

@@ -30,9 +30,11 @@ from app.panels.table_model import Column
 from app.sweep.pareto_chart import OUT_OF_MEMORY_COLOR, ParetoChart
 from app.sweep.sweep_view import SweepChart, row_columns
 from app.theme import Theme
+from app.whatif.cpu_paced_banner import CpuPacedBanner
 from lumos_core.sweep.grid import Grid
 from lumos_core.sweep.point import GridRow, point_key
 from lumos_core.whatif.knobs import format_changes
+from lumos_core.whatif.throughput import GPU_BOUND_CPU_SCALE, WORK_KNOBS
 
 VS_KNOB, PARETO = "knob", "pareto"
 
@@ -113,6 +115,10 @@ class GridViews:
         cl.addLayout(view_row)
         self.chart_note = QLabel()
         self.chart_note.setWordWrap(True)
+        self.cpu_banner = CpuPacedBanner(
+            f"Assume GPU-bound (Host time × {GPU_BOUND_CPU_SCALE}) and sweep again"
+        )
+        cl.addWidget(self.cpu_banner)
         cl.addWidget(self.chart_note)
         cl.addWidget(self.charts, 1)
         split = QSplitter(Qt.Orientation.Vertical)
@@ -172,14 +178,18 @@ class GridViews:
         for w in (self.x_label, self.x_combo, self.slice_label, self.slice_combo):
             w.setVisible(mode == VS_KNOB)
         self.shown = [self.rows[k] for k in self.keys if k in self.rows]
-        self.table.set_rows(self.shown)
+        by_rate = self.by_throughput()
+        # configurations doing different work per iteration: ranked by rate, best first
+        self.table.set_rows(self.shown, sort_column=self.rate_column if by_rate else None)
+        self._show_cpu_paced()
         if mode == PARETO:
             self._pareto_rows = self.shown
             sel = next((i for i, r in enumerate(self.shown) if r.key == self.selected), None)
-            self.pareto.set_rows(self.shown, sel)
+            self.pareto.set_rows(self.shown, sel, "throughput" if by_rate else "time")
             n = len(self.pareto.front)
+            best = "has as much throughput" if by_rate else "is as fast"
             self.chart_note.setText(
-                f"{n} configuration(s) on the Pareto front (red): no other is as fast with as few GPUs."
+                f"{n} configuration(s) on the Pareto front (red): no other {best} with as few GPUs."
                 if n
                 else ""
             )
@@ -196,6 +206,32 @@ class GridViews:
                 self.chart_note.setText("")
             self.knob_chart.set_rows(x, rows)
         self.show_selection()
+
+    def by_throughput(self) -> bool:
+        """Do the grid's configurations do different work per iteration (and is the rate known)?"""
+        grid = self.grid
+        if grid is None or not any(k in WORK_KNOBS for k in grid.knobs):
+            return False
+        return any(r.ok and r.tokens_per_s_per_gpu == r.tokens_per_s_per_gpu for r in self.shown)
+
+    @property
+    def rate_column(self) -> int:
+        return next(i for i, c in enumerate(self.table.model.columns) if c.header == "tokens/s/GPU")
+
+    def _show_cpu_paced(self) -> None:
+        """The banner over the charts when the host hid the sweep's GPU what-ifs."""
+        paced = [r for r in self.shown if r.cpu_paced == r.cpu_paced]
+        if not paced:
+            self.cpu_banner.show_text("", {})
+            return
+        share = max(r.cpu_paced for r in paced)
+        changes = [r.change_pct for r in paced]
+        self.cpu_banner.show_text(
+            f"CPU-paced by {100 * share:.0f} %: the host (Python, launch calls) sets this trace's pace, so "
+            f"{len(paced)} of these GPU what-ifs barely move the iteration ({min(changes):+.1f} to "
+            f"{max(changes):+.1f} %).",
+            {"cpu_scale": GPU_BOUND_CPU_SCALE},
+        )
 
     def _on_knob_chart_clicked(self, ev: Any) -> None:
         rows = self.slice_rows()
@@ -230,9 +266,15 @@ class GridViews:
         if row is None:
             self.picked.setText("Pick a configuration in the chart or the table.")
         elif row.ok:
+            rate = (
+                ""
+                if row.tokens_per_s_per_gpu != row.tokens_per_s_per_gpu
+                else f"{row.tokens_per_s_per_gpu:,.0f} tokens/s/GPU, "
+            )
+            mfu = "" if row.mfu != row.mfu else f"MFU {100 * row.mfu:.1f} %, "
             self.picked.setText(
-                f"<b>{html.escape(row.key)}</b>: {row.iteration_us / 1000:.3f} ms on {row.world_size} GPUs "
-                f"({row.change_pct:+.1f} % vs the replayed baseline)"
+                f"<b>{html.escape(row.key)}</b>: <b>{rate}{mfu}</b>{row.iteration_us / 1000:.3f} ms on "
+                f"{row.world_size} GPUs ({row.change_pct:+.1f} % vs the replayed baseline)"
             )
         elif row.estimated:  # estimated, but does not fit in memory: no answer
             self.picked.setText(

@@ -33,6 +33,7 @@ class ParetoChart(pg.PlotWidget):
         self.items: list[Any] = []
         self.rows: list[GridRow] = []
         self.front: list[int] = []
+        self.by = "time"
         self.plotItem.setMenuEnabled(False)
         self.plotItem.hideButtons()
         self.setMouseEnabled(x=False, y=False)
@@ -41,19 +42,30 @@ class ParetoChart(pg.PlotWidget):
         self.getAxis("left").enableAutoSIPrefix(False)
         self.apply_theme(theme)
 
-    def set_rows(self, rows: list[GridRow], selected: int | None = None) -> None:
+    def set_rows(self, rows: list[GridRow], selected: int | None = None, by: str = "time") -> None:
+        """``by="throughput"`` when the configurations do different work per iteration: the job's
+        tokens/s (all GPUs) against GPUs, higher is better."""
         for item in self.items:
             self.removeItem(item)
         self.items = []
         self.rows = list(rows)
-        self.front = pareto_front(self.rows)
+        self.by = by
+        self.front = pareto_front(self.rows, by)
+        rate = by == "throughput"
+        self.setLabel("left", "throughput (k tokens/s, whole job)" if rate else "iteration time (ms)")
         ok = [i for i, r in enumerate(self.rows) if r.estimated]  # with numbers, fitting or not
+        if rate:
+            ok = [i for i in ok if not math.isnan(self.rows[i].tokens_per_s_per_gpu)]
         on_front = set(self.front)
         if not ok:
             return
         # GPUs double from one configuration to the next: log2 spaces them evenly
         x = {i: math.log2(self.rows[i].world_size) for i in ok}
-        y = {i: self.rows[i].iteration_us / 1000 for i in ok}
+        if rate:
+            y = {i: self.rows[i].tokens_per_s_per_gpu * self.rows[i].world_size / 1000 for i in ok}
+        else:
+            y = {i: self.rows[i].iteration_us / 1000 for i in ok}
+        unit = " k tokens/s" if rate else " ms"
         dots = pg.ScatterPlotItem(
             [x[i] for i in ok],
             [y[i] for i in ok],
@@ -64,7 +76,7 @@ class ParetoChart(pg.PlotWidget):
             pen=pg.mkPen(None),
             hoverable=True,
             tip=lambda x, y, data: (
-                f"{self.rows[data].key}\n{y:.3f} ms on {2**x:.0f} GPUs"
+                f"{self.rows[data].key}\n{y:,.3f}{unit} on {2**x:.0f} GPUs"
                 + ("" if self.rows[data].ok else f"\n{self.rows[data].note}: not a candidate")
             ),
         )
@@ -104,4 +116,4 @@ class ParetoChart(pg.PlotWidget):
         self._muted = QColor(theme.muted)
         theme_plot(self, theme)
         if self.rows:
-            self.set_rows(self.rows)
+            self.set_rows(self.rows, by=self.by)

@@ -96,6 +96,7 @@ class GridSweepDialog(GridViews, QDialog):
         views, bottom_row = self.build_views(theme)
         self.table.view.doubleClicked.connect(lambda _i: self.make_scenario())
         self.scenario_button.clicked.connect(self.make_scenario)
+        self.cpu_banner.gpu_bound_requested.connect(self.sweep_gpu_bound)
         self.save_button.clicked.connect(self.ask_save)
         lay = QVBoxLayout(self)
         lay.addWidget(self.form)
@@ -207,6 +208,14 @@ class GridSweepDialog(GridViews, QDialog):
         self.status.setText(f"{grid.size} configurations on the {engine.name} engine…")
         task.start()
         return True
+
+    def sweep_gpu_bound(self, changes: dict[str, Any]) -> bool:
+        """The one-click "assume GPU-bound": the same grid with the host time scaled, run again."""
+        for knob, value in changes.items():
+            if knob in self.editors:
+                self.editors[knob].setText(str(value))
+        self._on_grid_edited()
+        return self.run()
 
     def cancel(self) -> None:
         if self.task is not None:

@@ -37,6 +37,7 @@ from lumos_core.errors import LumosError
 from lumos_core.sweep.grid import default_values, parse_values
 from lumos_core.sweep.point import GridRow
 from lumos_core.whatif.config import KNOBS, Baseline
+from lumos_core.whatif.throughput import GPU_BOUND_CPU_SCALE
 
 SWEEP_KNOBS = [k for k in KNOBS if k != "schedule"]
 
@@ -135,6 +136,13 @@ def row_columns(first: Column, tokens: bool = False, memory: bool = False) -> li
         lambda v: "" if math.isnan(v) else f"{v:,.0f}",
         numeric=True,
     )
+    mfu = Column(
+        "MFU",
+        lambda r: 100 * r.mfu,
+        lambda v: "" if math.isnan(v) else f"{v:.1f} %",
+        "model FLOPs utilisation: model FLOPs per iteration over the GPUs' bf16 peak",
+        True,
+    )
     peak = Column(
         "memory (GiB)",
         lambda r: r.peak_memory_bytes / 2**30 if r.peak_memory_bytes >= 0 else math.nan,
@@ -145,6 +153,7 @@ def row_columns(first: Column, tokens: bool = False, memory: bool = False) -> li
     return [
         first,
         Column("GPUs", lambda r: r.world_size, numeric=True),
+        *([per_gpu, mfu] if tokens else []),
         Column("iteration (ms)", lambda r: r.iteration_us / 1000, ms_or_blank, numeric=True),
         Column(
             "compute", lambda r: _bd_ms(r, "exposed_compute_ns"), ms_or_blank, "exposed compute (ms)", True
@@ -155,7 +164,6 @@ def row_columns(first: Column, tokens: bool = False, memory: bool = False) -> li
         ),
         Column("idle", lambda r: _bd_ms(r, "other_ns"), ms_or_blank, numeric=True),
         pct,
-        *([per_gpu] if tokens else []),
         *([peak] if memory else []),
         Column("problem", lambda r: "" if r.ok else r.note),
     ]
@@ -196,7 +204,9 @@ class SweepView(QWidget):
         legend += "&nbsp;&nbsp;— iteration time"
         self.legend = QLabel(legend)
         self.table = TablePane(
-            "sweep", row_columns(Column("value", lambda r: r.changes.get(self.shown_knob))), GridRow
+            "sweep",
+            row_columns(Column("value", lambda r: r.changes.get(self.shown_knob)), tokens=True),
+            GridRow,
         )
         self.table.export_button.hide()  # the rows save as a results file (Save CSV)
         self.save_button = QPushButton("Save CSV…")
@@ -254,8 +264,16 @@ class SweepView(QWidget):
         self.table.set_rows(outcome.rows)
         self.save_button.setEnabled(True)
         bad = sum(not r.ok for r in outcome.rows)
+        paced = [r.cpu_paced for r in outcome.rows if r.cpu_paced == r.cpu_paced]
+        warn = (
+            f"<b style='color:#B45309'>⚠ CPU-paced by {100 * max(paced):.0f} %: the host hides these GPU "
+            f"what-ifs; sweep again with Host time × {GPU_BOUND_CPU_SCALE} (assume GPU-bound).</b> "
+            if paced
+            else ""
+        )
         self.message.setText(
-            f"{outcome.knob}: {len(outcome.rows)} values in {outcome.seconds:.1f} s"
+            warn
+            + f"{html.escape(outcome.knob)}: {len(outcome.rows)} values in {outcome.seconds:.1f} s"
             + (f"; {bad} could not be estimated (see the problem column)" if bad else "")
             + ". Double-click a row to keep it as a scenario."
         )

@@ -32,6 +32,7 @@ from app.panels.summary_panes import TablePane
 from app.panels.table_model import Column
 from app.theme import LIGHT, Theme
 from app.timeline.timeline_view import TimelineView
+from app.whatif.headline import rate_text
 from app.whatif.runner import Scenario
 from lumos_core.whatif.scenario import DeltaRow, compare
 
@@ -218,8 +219,8 @@ class CompareView(QWidget):
         for pane, s, side in ((self.pane_a, self.a, "A"), (self.pane_b, self.b, "B")):
             if s is not None:
                 pane.title.setText(
-                    f"<b>{side}: {html.escape(s.name)}</b> — {s.summary.iteration_us / 1000:.3f} ms per "
-                    f"iteration, {s.summary.world_size} GPUs"
+                    f"<b>{side}: {html.escape(s.name)}</b> — <b>{html.escape(rate_text(s.summary))}</b>, "
+                    f"{s.summary.iteration_us / 1000:.3f} ms per iteration, {s.summary.world_size} GPUs"
                 )
 
     def swap(self) -> None:

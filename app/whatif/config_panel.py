@@ -304,6 +304,11 @@ class ConfigPanel(QWidget):
         if changes:
             self.estimate_requested.emit(changes, self.scenario_name())
 
+    def show_waiting(self, text: str) -> None:
+        """Say what the form waits for (the job being read) instead of "Open a job…"."""
+        if self.baseline is None and text:
+            self.intro.setText(html.escape(text))
+
     # ---- run feedback
     def set_running(self, running: bool, message: str = "") -> None:
         self.progress.setVisible(running)

@@ -13,6 +13,7 @@ from PySide6.QtWidgets import QComboBox, QLabel
 
 from app.timeline.prediction_layers import VISIBLE_DIFF_PX
 from app.timeline.timeline_view import OVERLAY_MODES, TimelineView
+from app.whatif.headline import cpu_paced_text, rate_text
 from app.whatif.runner import Scenario
 
 MEASURED_ONLY = "measured"
@@ -98,8 +99,10 @@ class OverlayChoice:
             "predicted": "predicted ranks only",
             "separate": "the predicted job's ranks (rebuilt by the estimator), then the measured ranks for reference",
         }[mode]
+        paced = cpu_paced_text(sm)
+        warn = f"<b style='color:#B45309'>⚠ {html.escape(paced.split(':')[0])}</b> — " if paced else ""
         self.overlay_note.setText(
-            f"Overlay: <b>{html.escape(s.name)}</b> — {sm.iteration_us / 1000:.2f} ms per iteration "
-            f"({tail}) — {how}"
+            f"Overlay: <b>{html.escape(s.name)}</b> — {warn}{sm.iteration_us / 1000:.2f} ms per iteration "
+            f"({tail}), <b>{html.escape(rate_text(sm))}</b> — {how}"
         )
         self.overlay_note.show()

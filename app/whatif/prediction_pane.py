@@ -16,13 +16,22 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QSize, Qt
 from PySide6.QtGui import QColor
-from PySide6.QtWidgets import QFrame, QLabel, QScrollArea, QSplitter, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QFrame,
+    QLabel,
+    QScrollArea,
+    QSplitter,
+    QVBoxLayout,
+    QWidget,
+)
 
 from app.panels.summary_panes import BREAKDOWN, TablePane
 from app.panels.table_model import Column, ms_or_blank
 from app.panels.table_pane import write_tables
 from app.plot_theme import theme_plot
 from app.theme import LIGHT, Theme
+from app.whatif.cpu_paced_banner import CpuPacedBanner
+from app.whatif.headline import cpu_paced_text, gpu_bound_changes, rate_text
 from lumos_core.replay.breakdown import Breakdown
 from lumos_core.whatif.retime import Retiming
 from lumos_core.whatif.scenario import IterationRow, ScenarioSummary
@@ -113,6 +122,8 @@ class PredictionPane(QWidget):
         super().__init__(parent)
         self.theme = theme
         self.summary: ScenarioSummary | None = None
+        self.banner = CpuPacedBanner()
+        self.gpu_bound_requested = self.banner.gpu_bound_requested
         self.headline = QLabel()
         self.headline.setWordWrap(True)
         self.headline.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -159,6 +170,7 @@ class PredictionPane(QWidget):
         top = QWidget()
         tl = QVBoxLayout(top)
         tl.setContentsMargins(4, 4, 4, 0)
+        tl.addWidget(self.banner)
         tl.addWidget(self.headline)
         tl.addWidget(self.bars, 1)
         tl.addWidget(self.legend)
@@ -184,6 +196,7 @@ class PredictionPane(QWidget):
 
     def show_summary(self, s: ScenarioSummary | None, waiting: str = "") -> None:
         self.summary = s
+        self.banner.show_text(cpu_paced_text(s) if s is not None else "", gpu_bound_changes(s) if s else {})
         if s is None:
             self.headline.setText(
                 html.escape(waiting)
@@ -220,6 +233,11 @@ class PredictionPane(QWidget):
         notes = [*s.notes]
         self.notes.setText("<br>".join(f"<small>note: {html.escape(n)}</small>" for n in notes[:6]))
 
+    def show_waiting(self, text: str) -> None:
+        """Say what the pane waits for while it has no scenario to show."""
+        if self.summary is None and text:
+            self.headline.setText(html.escape(text))
+
     def export_csv(self, folder: str | Path) -> list[Path]:
         if self.summary is None:
             return []
@@ -236,7 +254,8 @@ def headline_html(s: ScenarioSummary) -> str:
     meas = s.measured.iteration_us / 1000
     if s.kind == "replay":
         return (
-            f"<b>{name}</b>: replayed <b>{pred:.3f} ms</b> per iteration, measured {meas:.3f} ms. "
+            f"<b>{name}</b>: replayed <b>{pred:.3f} ms</b> per iteration "
+            f"(<b style='white-space:nowrap'>{html.escape(rate_text(s))}</b>), measured {meas:.3f} ms. "
             f"Replay error (in-sample): <b>{s.replay_error_pct:.2f} %</b> mean |error| over "
             f"{len(s.iterations)} rank-iterations; <tt>lumos replay</tt> gives the hold-out figure."
         )
@@ -246,16 +265,24 @@ def headline_html(s: ScenarioSummary) -> str:
     if s.predicted_from:
         source = html.escape(s.predicted_from)
         return (
-            f"<b>{name}</b> ({ranks}): predicted <b>{pred:.3f} ms</b> per iteration vs measured "
+            f"<b>{name}</b> ({ranks}): predicted <b>{pred:.3f} ms</b> per iteration "
+            f"(<b style='white-space:nowrap'>{html.escape(rate_text(s))}</b>) vs measured "
             f"{meas:.3f} ms: <b>{s.error_pct:+.1f} %</b> error, hold-out (the prediction never saw "
             f"this job; null model, this job = {source}: {s.null_error_pct:+.1f} %); "
             f"{source} replayed {s.replayed.iteration_us / 1000:.3f} ms." + memory_html(s)
         )
-    return (
+    head = (
         f"<b>{name}</b> ({ranks}): predicted <b>{pred:.3f} ms</b> per iteration, "
         f"<b>{s.change_pct:+.1f} %</b> vs the replayed baseline ({s.replayed.iteration_us / 1000:.3f} ms); "
-        f"measured {meas:.3f} ms." + memory_html(s)
+        f"<b style='white-space:nowrap'>{html.escape(rate_text(s))}</b>"
     )
+    base = (s.estimate_json or {}).get("throughput") or {}
+    tc = base.get("change_pct")
+    if s.work_changed and tc is not None:  # different work per iteration: the rate decides
+        head += (
+            f", <b>throughput {tc:+.1f} % per GPU</b> (the work per iteration changes: rank by throughput)"
+        )
+    return head + f"; measured {meas:.3f} ms." + memory_html(s)
 
 
 OUT_OF_MEMORY_COLOR = "#DC2626"

@@ -41,7 +41,7 @@ from lumos_core.perf.profile import HardwareProfile
 from lumos_core.progress import Progress, scaled
 from lumos_core.replay.idle import stalls_note
 from lumos_core.replay.run import ReplayResult, replay
-from lumos_core.replay.warm_up import warm_up
+from lumos_core.replay.warm_up import warm_up, warm_up_message
 from lumos_core.sweep.engines import SweepContext
 from lumos_core.sweep.point import GridRow
 from lumos_core.sweep.run import SweepReport, run_axis
@@ -134,7 +134,7 @@ class GraphCache:
             if self.graph is None:
                 t0 = time.perf_counter()
                 # compile (or load) the graph and replay kernels here, on the worker, before any use
-                progress(0.0, "preparing the compiled kernels")
+                progress(0.0, warm_up_message() or "building the execution graph")
                 warm_up()
                 self.graph = build_graph(self.job, progress=progress, absorb_unexplained=self.keep_stalls)
                 self.build_s = time.perf_counter() - t0

@@ -1,5 +1,11 @@
 """The scenario list: every replay and estimate run, kept by name, to show, compare and export.
 
+Ranked best first by throughput per GPU (model FLOP/s when the model shape is known, so a smaller
+model's tokens/s is no gain; else tokens/s, or samples/s where tokens are unknown): a
+scenario that does different work per iteration (microbatches, micro-batch size, seq, DP) is
+compared on its rate, not its iteration time, and its "vs baseline" column says so. A scenario
+whose GPU change the host hid (CPU-paced) says so in that column too.
+
 Clicking a scenario shows it on the timeline (overlay), in the Prediction tab and loads its
 changes into the What-if panel. Select two (Ctrl+click) and press Compare. Double-click a name to
 rename it.
@@ -21,9 +27,12 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.whatif.headline import cpu_paced_text, ranking_change
 from app.whatif.runner import Scenario
+from lumos_core.whatif.throughput import rank_key
 
-COLUMNS = ["scenario", "GPUs", "iteration (ms)", "vs baseline", "memory (GiB)"]
+COLUMNS = ["scenario", "GPUs", "rate per GPU", "MFU", "iteration (ms)", "vs baseline", "memory (GiB)"]
+RATE, MFU, ITERATION, VS, MEMORY = (COLUMNS.index(c) for c in COLUMNS[2:])
 OUT_OF_MEMORY_COLOR = "#DC2626"
 _ID = Qt.ItemDataRole.UserRole
 
@@ -81,12 +90,47 @@ class ScenarioList(QWidget):
         lay.addWidget(self.tree, 1)
         lay.addLayout(buttons)
         self._filling = False
+        self.scenarios: dict[int, Scenario] = {}  # by id: what the rows show, for the ranking
         self._update_buttons()
 
     # ---- content
     def clear(self) -> None:
         self.tree.clear()
+        self.scenarios = {}
         self._update_buttons()
+
+    def _baseline(self):  # type: ignore[no-untyped-def]
+        """The traced configuration's replay (what "vs baseline" compares with), if there."""
+        return next(
+            (
+                x.summary
+                for x in self.scenarios.values()
+                if x.summary.kind == "replay" and not x.summary.changes
+            ),
+            None,
+        )
+
+    def rank(self) -> None:
+        """Order the rows best first: throughput per GPU, descending (unknown last, then by age)."""
+        keyed = sorted(self.scenarios.values(), key=lambda x: (rank_key(x.summary.throughput), x.id))
+        order = [x.id for x in keyed]
+        if order == self.ids():
+            return
+        selected, current = set(self.selected_ids()), self.tree.currentItem()
+        self.tree.blockSignals(True)
+        items = {
+            int(it.data(0, _ID)): it
+            for it in (self.tree.topLevelItem(i) for i in range(self.tree.topLevelItemCount()))
+        }
+        while self.tree.topLevelItemCount():
+            self.tree.takeTopLevelItem(0)
+        for sid in order:
+            if sid in items:
+                self.tree.addTopLevelItem(items[sid])
+                items[sid].setSelected(sid in selected)
+        if current is not None:
+            self.tree.setCurrentItem(current, 0, self.tree.selectionModel().SelectionFlag.NoUpdate)
+        self.tree.blockSignals(False)
 
     def add(self, s: Scenario, baseline_us: float | None) -> None:
         self._filling = True
@@ -95,13 +139,16 @@ class ScenarioList(QWidget):
             item.setData(0, _ID, s.id)
             item.setFlags(item.flags() | Qt.ItemFlag.ItemIsEditable)
             self.tree.addTopLevelItem(item)
+            self.scenarios[s.id] = s
             self._fill(item, s, baseline_us)
         finally:
             self._filling = False
+        self.rank()
 
     def refresh(self, scenarios: list[Scenario], baseline_us: float | None) -> None:
         """Update the numbers (e.g. once the baseline replay is there)."""
         by_id = {s.id: s for s in scenarios}
+        self.scenarios.update({k: v for k, v in by_id.items() if k in self.scenarios})
         self._filling = True
         try:
             for i in range(self.tree.topLevelItemCount()):
@@ -111,40 +158,78 @@ class ScenarioList(QWidget):
                     self._fill(item, s, baseline_us)
         finally:
             self._filling = False
+        self.rank()
 
     def _fill(self, item: QTreeWidgetItem, s: Scenario, baseline_us: float | None) -> None:
         sm = s.summary
+        t = sm.throughput
         item.setText(0, s.name)
         item.setText(1, str(sm.world_size))
-        item.setText(2, f"{sm.iteration_us / 1000:,.3f}")
-        ref = baseline_us or sm.replayed.iteration_us
+        item.setText(RATE, t.rate_text())
+        item.setToolTip(RATE, f"{t.per_iteration:,.0f} {t.unit} per iteration over {t.world_size} GPUs")
+        item.setText(MFU, t.mfu_text().removeprefix("MFU ").replace("unknown", "?"))
+        item.setToolTip(
+            MFU, t.mfu_unknown or "model FLOPs utilisation: model FLOPs per iteration over the bf16 peak"
+        )
+        item.setText(ITERATION, f"{sm.iteration_us / 1000:,.3f}")
         if sm.kind == "replay":
-            item.setText(3, f"{sm.replay_error_pct:.2f} % in-sample")
+            item.setText(VS, f"{sm.replay_error_pct:.2f} % in-sample")
             item.setToolTip(
-                3,
+                VS,
                 "replay error, in-sample: mean |error| of the replayed iterations, on a graph "
                 "calibrated on those very iterations (lumos replay gives the hold-out figure)",
             )
-            item.setForeground(3, QBrush())
+            item.setForeground(VS, QBrush())
         else:
-            change = 100.0 * (sm.iteration_us / ref - 1) if ref else 0.0
-            item.setText(3, f"{change:+.1f} %")
-            item.setForeground(
-                3, QBrush(QColor("#B42318" if change > 0.05 else "#1B7F3B" if change < -0.05 else "#6B7280"))
+            base = self._baseline()
+            if base is None and baseline_us:
+                change, what = 100.0 * (sm.iteration_us / baseline_us - 1), "iteration"
+            else:
+                change, what = ranking_change(sm, base)
+            better = -change if what == "iteration" else change  # > 0: an improvement
+            paced = cpu_paced_text(sm)
+            item.setText(
+                VS,
+                f"{change:+.1f} % "
+                + {"iteration": "time"}.get(what, what)
+                + (" ⚠ CPU-paced" if paced else ""),
             )
+            item.setToolTip(
+                VS,
+                (paced + " Select it for the one-click 'assume GPU-bound'. " if paced else "")
+                + (
+                    "throughput per GPU vs the baseline: this scenario does different work per "
+                    "iteration, so its iteration time alone would mislead"
+                    if what == "throughput"
+                    else "model FLOP/s per GPU vs the baseline: this scenario changes the model, so "
+                    "neither its iteration time nor its tokens/s compare"
+                    if what == "FLOP/s"
+                    else "iteration time vs the replayed baseline"
+                ),
+            )
+            color = (
+                "#B45309"
+                if paced
+                else "#1B7F3B"
+                if better > 0.05
+                else "#B42318"
+                if better < -0.05
+                else "#6B7280"
+            )
+            item.setForeground(VS, QBrush(QColor(color)))
         mem = (sm.estimate_json or {}).get("memory")
         if mem:  # predicted peak per GPU beside the predicted time; red when it does not fit
-            item.setText(4, f"{mem['peak_bytes'] / 2**30:,.1f}" + ("" if mem["fits"] else " ✗"))
-            item.setForeground(4, QBrush(QColor(OUT_OF_MEMORY_COLOR)) if not mem["fits"] else QBrush())
+            item.setText(MEMORY, f"{mem['peak_bytes'] / 2**30:,.1f}" + ("" if mem["fits"] else " ✗"))
+            item.setForeground(MEMORY, QBrush(QColor(OUT_OF_MEMORY_COLOR)) if not mem["fits"] else QBrush())
             item.setToolTip(
-                4,
+                MEMORY,
                 f"predicted peak {mem['peak_bytes'] / 2**30:,.2f} GiB per GPU of "
                 f"{mem['capacity_bytes'] / 2**30:,.1f} GiB ({mem['gpu']}): "
                 + ("fits" if mem["fits"] else "does not fit (out of memory)"),
             )
         else:
-            item.setText(4, "")
-        for c in (1, 2, 3, 4):
+            item.setText(MEMORY, "")
+        for c in range(1, len(COLUMNS)):
             item.setTextAlignment(c, Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         changes = ", ".join(f"{k}={v}" for k, v in sm.changes.items()) or "the traced configuration"
         item.setToolTip(0, f"{s.name}: {changes} · computed in {s.seconds:.2f} s")
@@ -153,6 +238,7 @@ class ScenarioList(QWidget):
         item = self._item(scenario_id)
         if item is not None:
             self.tree.takeTopLevelItem(self.tree.indexOfTopLevelItem(item))
+        self.scenarios.pop(scenario_id, None)
         self._update_buttons()
 
     def select(self, scenario_id: int) -> None:
@@ -176,12 +262,13 @@ class ScenarioList(QWidget):
         self._update_buttons()
 
     def selected_ids(self) -> list[int]:
-        # in list order, so "compare" puts the earlier scenario (usually the baseline) first
-        return [
+        # oldest first (not list order, which is the ranking), so "compare" puts the earlier
+        # scenario (usually the baseline) first
+        return sorted(
             int(self.tree.topLevelItem(i).data(0, _ID))
             for i in range(self.tree.topLevelItemCount())
             if self.tree.topLevelItem(i).isSelected()
-        ]
+        )
 
     def ids(self) -> list[int]:
         return [int(self.tree.topLevelItem(i).data(0, _ID)) for i in range(self.tree.topLevelItemCount())]

@@ -42,6 +42,7 @@ from app.whatif.scenario_export import ScenarioExport
 from app.whatif.scenarios import ScenarioList
 from app.whatif.session_keeping import JobHost, SessionKeeping
 from app.whatif.workbench_menus import WorkbenchMenus
+from lumos_core.replay.warm_up import COMPILING
 
 __all__ = ["JobHost", "WhatIfWorkbench"]
 
@@ -108,6 +109,7 @@ class WhatIfWorkbench(WorkbenchMenus, OverlayChoice, ScenarioExport, SessionKeep
         r = self.runner
         r.started.connect(self._on_started)
         r.progressed.connect(self.panel.set_progress)
+        r.progressed.connect(self._on_run_progress)
         r.scenario_ready.connect(self._on_scenario)
         r.sweep_ready.connect(self._on_sweep)
         r.failed.connect(self._on_failed)
@@ -126,6 +128,7 @@ class WhatIfWorkbench(WorkbenchMenus, OverlayChoice, ScenarioExport, SessionKeep
         sl.renamed.connect(self.rename_scenario)
         sl.export_timeline_requested.connect(self.ask_export_timeline)
         sl.export_tables_requested.connect(self.ask_export_tables)
+        self.prediction.gpu_bound_requested.connect(lambda changes: self.request_estimate(changes))
         self.sweep.sweep_requested.connect(self.request_sweep)
         self.sweep.keep_requested.connect(lambda knob, value: self.request_estimate({knob: value}))
         # the grid sweep puts its button on the panel; its picks come back as estimates
@@ -185,7 +188,19 @@ class WhatIfWorkbench(WorkbenchMenus, OverlayChoice, ScenarioExport, SessionKeep
         self.status.setText(text)  # shortened to its room, the whole text in its tooltip
         self._notice_timer.start(timeout_ms)
 
+    def show_waiting(self, text: str) -> None:
+        """What the job is waiting for (e.g. "reading 12 of 256 files…"), in the What-if panel and
+        the Prediction tab while they have nothing of their own to show."""
+        self.panel.show_waiting(text)
+        self.prediction.show_waiting(text)
+
     # ---------------------------------------------------------------- runner news
+    def _on_run_progress(self, _fraction: float, message: str) -> None:
+        if message == COMPILING:  # a one-off wait of ~15 s: say so where the user looks
+            self.notify(f"What-if: {message}…", 30_000)
+        running = self.runner.running
+        self.prediction.show_waiting(f"Waiting for the {running.label if running else 'engine'}: {message}…")
+
     def _on_started(self, req: Request) -> None:
         self.panel.set_running(True, req.label)
         self.notify(f"What-if: {req.label}…")

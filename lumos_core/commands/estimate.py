@@ -36,6 +36,7 @@ from lumos_core.whatif.estimate import EstimateResult, predict_memory_or_note
 from lumos_core.whatif.memory_model import MemoryPrediction
 from lumos_core.whatif.retime import comm_model_from_trace
 from lumos_core.whatif.retime.compute import fit_gemm_curve
+from lumos_core.whatif.throughput import GPU_BOUND_CPU_SCALE
 
 DESCRIPTION = """Predict the iteration time, breakdown and timeline of a configuration that was never
 run, from the traces of one run: the execution graph is rewritten (new collective and kernel
@@ -169,10 +170,12 @@ def format_estimate(r: EstimateResult, out: Path | None) -> str:
     cfg_b = JobConfig.from_dict(base["config"])
     cfg_p = JobConfig.from_dict(pred["config"])
     lines = [
+        *cpu_paced_lead(r),
         f"baseline  {cfg_b.label():<22} {cfg_b.world_size:>6} GPUs   measured {base['iteration_us'] / 1000:9.3f} ms   "
         f"replayed {base['replayed_iteration_us'] / 1000:9.3f} ms",
         f"predicted {cfg_p.label():<22} {cfg_p.world_size:>6} GPUs   {pred['iteration_us'] / 1000:9.3f} ms "
         f"({pred['change_pct']:+.1f}% vs replayed baseline)   [{cfg_p.label(cfg_b)}]",
+        *format_throughput(r),
         "",
         "breakdown (ms): exposed compute / overlapped / exposed comm / other",
         f"  baseline  {_fmt_bd(base['replayed_breakdown'])}",
@@ -191,6 +194,45 @@ def format_estimate(r: EstimateResult, out: Path | None) -> str:
     if out is not None:
         lines.append(f"predicted timeline written to {out} ({r.world_size} rank files)")
     return "\n".join(lines)
+
+
+def cpu_paced_lead(r: EstimateResult) -> list[str]:
+    """The first lines when the host hides this GPU what-if (and what to try)."""
+    if r.cpu_paced is None:
+        return []
+    return [
+        f"CPU-PACED by {100 * r.cpu_paced:.0f} %: the host (Python, launch calls) sets this trace's pace, so "
+        "GPU what-ifs barely move its iteration.",
+        f"  assume GPU-bound: add --cpu-scale {GPU_BOUND_CPU_SCALE} (host time x {GPU_BOUND_CPU_SCALE}, as CUDA "
+        "graphs or torch.compile leave it; 0 for no host time)",
+        "",
+    ]
+
+
+def format_throughput(r: EstimateResult) -> list[str]:
+    """Rate per GPU and MFU, baseline and predicted, and which of time or rate ranks them."""
+    t, b = r.throughput, r.baseline_throughput
+    if t is None or b is None:
+        return []
+    lines = [
+        f"throughput  baseline {b.rate_text()}, {b.mfu_text()}   predicted {t.rate_text()}, {t.mfu_text()}",
+    ]
+    tc = r.throughput_change_pct
+    if tc == tc:
+        lines[0] += f"   ({tc:+.1f}% per GPU)"
+    if r.work_changed and b.per_iteration != t.per_iteration:
+        lines.append(
+            f"  the work per iteration changes ({b.per_iteration:,.0f} -> {t.per_iteration:,.0f} {t.unit}): "
+            "compare throughput, not iteration time"
+        )
+    elif r.work_changed:
+        lines.append(
+            f"  the model changes ({b.model_flops / 1e12:,.1f} -> {t.model_flops / 1e12:,.1f} TFLOP per "
+            "iteration): compare MFU"
+        )
+    if t.mfu_unknown:
+        lines.append(f"  {t.mfu_unknown}")
+    return lines
 
 
 def _gib(b: int) -> str:

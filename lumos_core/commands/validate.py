@@ -66,6 +66,24 @@ def _pct(x: float | None) -> str:
     return f"{x:+8.1f}%" if x is not None else "        -"
 
 
+def _throughput_lines(d: dict) -> list[str]:  # type: ignore[type-arg]
+    """Rate per GPU and MFU, predicted and measured (B does the predicted configuration's work, so
+    its measured rate is that work over its measured time)."""
+    t = ((d.get("estimate") or {}).get("throughput") or {}).get("predicted")
+    if not t or t.get("per_s_per_gpu") is None or not d["measured_us"]:
+        return []
+    scale = d["predicted_us"] / d["measured_us"]
+    rate, unit = t["per_s_per_gpu"], t["unit"]
+    lines = [
+        f"{unit + '/s per GPU':<26}{rate:10,.0f} {rate * scale:10,.0f} {rate - rate * scale:10,.0f} "
+        f"{_pct(100 * (1 / scale - 1))}"
+    ]
+    if t.get("mfu") is not None:
+        m = 100 * t["mfu"]
+        lines.append(f"{'MFU (%)':<26}{m:10.1f} {m * scale:10.1f} {m - m * scale:10.1f}")
+    return lines
+
+
 def format_validation(v: Validation) -> str:
     d = v.as_dict()
     what = ", ".join(f"{k} {a} -> {b}" for k, (a, b) in sorted(d["differing_knobs"].items())) or "none"
@@ -87,6 +105,7 @@ def format_validation(v: Validation) -> str:
         f"{_ms(d['predicted_us'] - d['measured_us'])} {_pct(d['error_pct'])}",
         f"{'  null model (B = A)':<26}{_ms(d['null_us'])} {_ms(d['measured_us'])} "
         f"{_ms(d['null_us'] - d['measured_us'])} {_pct(d['null_error_pct'])}",
+        *_throughput_lines(d),
         "breakdown (ms per iteration):",
     ]
     for k, c in d["components"].items():

@@ -8,7 +8,9 @@ themselves import.
 
 from __future__ import annotations
 
+import os
 import threading
+from pathlib import Path
 
 from lumos_core import jit
 from lumos_core.graph import kernels as graph_kernels
@@ -16,6 +18,22 @@ from lumos_core.replay import kernels as replay_kernels
 
 _lock = threading.Lock()
 _warmed = False
+
+COMPILING = "compiling kernels (first run only; cached for later runs)"
+LOADING = "loading the compiled kernels"
+
+
+def warm_up_message() -> str:
+    """What :func:`warm_up` is about to do, in words for a status line ("" when nothing): compile
+    (numba's cache holds no kernel yet: the first run on this machine, ~15 s) or load them."""
+    if _warmed or not jit.ENABLED:
+        return ""
+    folder = os.environ.get("NUMBA_CACHE_DIR", "")
+    try:
+        cached = bool(folder) and any(Path(folder).rglob("*.nbi"))
+    except OSError:
+        cached = False
+    return LOADING if cached else COMPILING
 
 
 def warm_up() -> None:

@@ -18,9 +18,10 @@ from lumos_core.perf.profile import HardwareProfile
 from lumos_core.progress import Progress, no_progress
 from lumos_core.replay.breakdown import Breakdown
 from lumos_core.trace.model import Job
-from lumos_core.whatif.config import Baseline, JobConfig, problems
+from lumos_core.whatif.config import Baseline, problems
 from lumos_core.whatif.estimate import Estimator
 from lumos_core.whatif.knobs import format_changes
+from lumos_core.whatif.throughput import tokens_per_iteration
 
 OK = "ok"
 SKIPPED = "skipped"
@@ -45,11 +46,15 @@ class GridRow:
     breakdown: Breakdown | None = None
     change_pct: float = math.nan  # vs the replayed baseline
     tokens_per_s_per_gpu: float = math.nan
+    mfu: float = math.nan  # model FLOPs utilisation, a fraction of the bf16 peak (whatif/throughput.py)
     note: str = ""  # why it was skipped, or why tokens/s is unknown
     seconds: float = 0.0  # estimate time (not written to results files: it varies run to run)
     notes: list[str] = field(default_factory=list)  # the estimate's own notes
     peak_memory_bytes: int = -1  # predicted peak per GPU (-1 unknown)
     capacity_bytes: int = -1  # the GPU's memory
+    # share of the traced iteration the host sets when it hid this GPU what-if (NaN: not CPU-paced);
+    # not written to results files, like ``notes``
+    cpu_paced: float = math.nan
 
     @property
     def ok(self) -> bool:
@@ -85,6 +90,7 @@ class GridRow:
             and self.breakdown == other.breakdown
             and eq(self.change_pct, other.change_pct)
             and eq(self.tokens_per_s_per_gpu, other.tokens_per_s_per_gpu)
+            and eq(self.mfu, other.mfu)
             and self.note == other.note
             and self.peak_memory_bytes == other.peak_memory_bytes
             and self.capacity_bytes == other.capacity_bytes
@@ -94,13 +100,6 @@ class GridRow:
 def point_key(changes: dict[str, Any]) -> str:
     """The text that names a configuration in a results file (``dp=16,gpu=A100``)."""
     return format_changes(changes) or "baseline"
-
-
-def tokens_per_iteration(config: JobConfig) -> int | None:
-    """micro-batch x seq x microbatches x DP, when the micro-batch size and sequence length are known."""
-    if config.micro_batch is None or config.seq is None:
-        return None
-    return config.micro_batch * config.seq * config.microbatches * config.dp
 
 
 def skipped_row(baseline: Baseline, changes: dict[str, Any], reason: str) -> GridRow:
@@ -153,9 +152,11 @@ def estimate_point(
         breakdown=r.predicted.breakdown,
         change_pct=100.0 * (pred / rep - 1) if rep else 0.0,
         tokens_per_s_per_gpu=per_gpu,
+        mfu=r.throughput.mfu if r.throughput is not None else math.nan,
         note=note,
         seconds=r.seconds,
         notes=list(r.notes),
         peak_memory_bytes=peak,
         capacity_bytes=cap,
+        cpu_paced=math.nan if r.cpu_paced is None else r.cpu_paced,
     )

@@ -34,6 +34,7 @@ RESULT_COLUMNS = [
     "other_ms",
     "change_pct",
     "tokens_per_s_per_gpu",
+    "mfu",
     "peak_memory_bytes",
     "capacity_bytes",
     "note",
@@ -65,6 +66,7 @@ def row_to_record(row: GridRow, knobs: list[str]) -> list[str]:
         *(_num(x) for x in parts),
         _num(row.change_pct),
         _num(row.tokens_per_s_per_gpu),
+        _num(row.mfu),
         "" if row.peak_memory_bytes < 0 else str(row.peak_memory_bytes),
         "" if row.capacity_bytes < 0 else str(row.capacity_bytes),
         row.note,
@@ -105,6 +107,7 @@ def record_to_row(record: dict[str, str], knobs: list[str]) -> GridRow:
         breakdown=breakdown,
         change_pct=num("change_pct"),
         tokens_per_s_per_gpu=num("tokens_per_s_per_gpu"),
+        mfu=num("mfu"),
         note=record.get("note", ""),
         peak_memory_bytes=int(record.get("peak_memory_bytes") or -1),
         capacity_bytes=int(record.get("capacity_bytes") or -1),
@@ -198,6 +201,7 @@ def format_table(rows: list[GridRow], knobs: list[str]) -> str:
         "other",
         "vs base",
         "tok/s/GPU",
+        "MFU",
         "mem GiB",
         "note",
     ]
@@ -217,6 +221,7 @@ def format_table(rows: list[GridRow], knobs: list[str]) -> str:
                 *(_fmt(x, ".3f") for x in parts),
                 _fmt(r.change_pct, "+.1f") + ("%" if r.estimated else ""),
                 _fmt(r.tokens_per_s_per_gpu, ",.0f"),
+                _fmt(100 * r.mfu, ".1f") + ("%" if r.mfu == r.mfu else ""),
                 "-" if r.peak_memory_bytes < 0 else f"{r.peak_memory_bytes / 2**30:,.1f}",
                 "" if r.ok else r.note,
             ]
@@ -229,11 +234,19 @@ def format_table(rows: list[GridRow], knobs: list[str]) -> str:
     return "\n".join(out)
 
 
-def pareto_front(rows: list[GridRow]) -> list[int]:
+def pareto_front(rows: list[GridRow], by: str = "time") -> list[int]:
     """Indices of the estimated rows that no other beats on both GPUs and iteration time (fewer or
     as many GPUs and less or as much time, one of them strictly), by increasing GPUs. Rows that do
-    not fit in memory (status "out of memory") are no candidates: they are no answer."""
-    ok = sorted((r.world_size, r.iteration_us, i) for i, r in enumerate(rows) if r.ok)
+    not fit in memory (status "out of memory") are no candidates: they are no answer.
+
+    ``by="throughput"``: on the job's throughput (tokens/s, all GPUs) instead, for grids whose
+    configurations do different work per iteration (their iteration times do not compare); rows
+    without a known rate are then no candidates."""
+    if by == "throughput":
+        key = [-r.tokens_per_s_per_gpu * r.world_size for r in rows]  # higher rate: lower key
+    else:
+        key = [r.iteration_us for r in rows]
+    ok = sorted((r.world_size, key[i], i) for i, r in enumerate(rows) if r.ok and not math.isnan(key[i]))
     front: list[int] = []
     best = math.inf
     for _gpus, t, i in ok:

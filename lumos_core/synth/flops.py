@@ -1,4 +1,6 @@
 """FLOPs and memory of a training iteration, by formula (documented in docs/performance-model.md).
+The FLOPs formula lives in :mod:`lumos_core.perf.flops` (the what-if headlines use it too) and is
+re-exported here.
 
 FLOPs follow Narayanan et al. (SC'21, Eq. 3) generalised to GQA and SwiGLU: a layer's forward is
 ``2 * tokens * (h * qkv + a * h + h * f_in + f * h)`` for its GEMMs plus ``4 * tokens * s * a`` for
@@ -21,38 +23,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from lumos_core.synth.models import ModelSpec, SynthConfig
+from lumos_core.perf.flops import eq3_flops, iteration_flops, layer_forward_flops
+from lumos_core.synth.models import SynthConfig
 
 __all__ = ["MemoryEstimate", "eq3_flops", "iteration_flops", "layer_forward_flops", "stage_memory"]
-
-
-def layer_forward_flops(m: ModelSpec, tokens: float) -> tuple[float, float]:
-    """(GEMM FLOPs, attention-core FLOPs) of one layer's forward over ``tokens`` tokens."""
-    gemm = (
-        2.0
-        * tokens
-        * (m.hidden * m.qkv_dim + m.attn_dim * m.hidden + m.hidden * m.ffn_in_dim + m.ffn * m.hidden)
-    )
-    attn = 4.0 * tokens * m.seq * m.attn_dim
-    return gemm, attn
-
-
-def iteration_flops(m: ModelSpec, global_batch: int, recompute: str = "none") -> float:
-    """FLOPs of one iteration over ``global_batch`` sequences; recomputation adds its re-run forward."""
-    tokens = float(global_batch) * m.seq
-    gemm, attn = layer_forward_flops(m, tokens)
-    head = 2.0 * tokens * m.hidden * m.vocab
-    flops = 3.0 * (m.layers * (gemm + attn) + head)
-    if recompute == "full":
-        flops += m.layers * (gemm + attn)
-    elif recompute == "selective":
-        flops += m.layers * attn
-    return flops
-
-
-def eq3_flops(m: ModelSpec, global_batch: int) -> float:
-    """Narayanan et al.'s Eq. 3 (full recomputation counted), the FLOPs of their published TFLOP/s."""
-    return iteration_flops(m, global_batch, "full")
 
 
 @dataclass(frozen=True, slots=True)

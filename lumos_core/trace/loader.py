@@ -19,6 +19,7 @@ import os
 import re
 import threading
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -117,7 +118,8 @@ def load_job(
     root = config.root
     files = discover_trace_files(path)
     notify = on_file or (lambda f, s, d: None)
-    progress(0.0, f"found {len(files)} trace file(s)")
+    counts = LoadCounts(files_total=len(files), bytes_total=sum(_size(f) for f in files))
+    progress(0.0, f"found {len(files)} trace file(s), {counts.sizes(0).split(' of ')[1]}")
     parsed: dict[Path, RankTrace] = {}
     skipped: list[SkippedFile] = []
 
@@ -127,11 +129,12 @@ def load_job(
         if cached is not None:
             cached.file = str(f)
             parsed[f] = cached
+            counts.add(f)
             notify(str(f), "cached", "")
         else:
             todo.append(f)
     if parsed:
-        progress(0.05, f"{len(parsed)} rank(s) from cache")
+        progress(0.05, f"{len(parsed)} rank(s) from cache · {counts.text()}")
 
     def record_failure(f: Path, reason: str) -> None:
         if strict:
@@ -148,7 +151,9 @@ def load_job(
         else:
             record_failure(f, outcome)
         done += 1
-        progress(0.05 + 0.85 * done / len(files), f"read {f.name}")
+        counts.add(f)
+        # by bytes, not files: rank files differ in size, and the fraction drives the ETA
+        progress(0.05 + 0.85 * counts.fraction(done), f"parsing {counts.text()} · {f.name}")
     # evict down to the cap now that this job's entries are written; say once if some were not
     cache_note = (
         cache_evict.after_load(config, {f: parsed[f] for f in todo if f in parsed}) if use_cache else None
@@ -183,6 +188,42 @@ def load_job(
         job.warnings.append(cache_note)
     progress(1.0, f"loaded {len(job.ranks)} rank(s)")
     return job
+
+
+@dataclass
+class LoadCounts:
+    """How far a load is: files and bytes (on disk, compressed as stored) done of the total. Its
+    :meth:`text` is what the progress messages say ("12 of 256 files, 1.2 of 9.8 GB")."""
+
+    files_total: int
+    bytes_total: int
+    files_done: int = 0
+    bytes_done: int = 0
+
+    def add(self, f: Path) -> None:
+        self.files_done += 1
+        self.bytes_done += _size(f)
+
+    def fraction(self, files_done: int) -> float:
+        """Done, by bytes (by files when the sizes are unknown)."""
+        if self.bytes_total > 0:
+            return min(self.bytes_done / self.bytes_total, 1.0)
+        return files_done / self.files_total if self.files_total else 1.0
+
+    def sizes(self, n: int) -> str:
+        """``n`` of the total, in GB (MB for a job under 1 GB)."""
+        unit, div = ("GB", 1e9) if self.bytes_total >= 1e9 else ("MB", 1e6)
+        return f"{n / div:.1f} of {self.bytes_total / div:.1f} {unit}"
+
+    def text(self) -> str:
+        return f"{self.files_done} of {self.files_total} files, {self.sizes(self.bytes_done)}"
+
+
+def _size(f: Path) -> int:
+    try:
+        return f.stat().st_size
+    except OSError:
+        return 0
 
 
 # ---------------------------------------------------------------- parsing (parallel, bounded memory)

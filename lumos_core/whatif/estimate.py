@@ -45,6 +45,13 @@ from lumos_core.whatif.memory_calibration import predict_for_job
 from lumos_core.whatif.memory_model import MemoryPrediction
 from lumos_core.whatif.retime import RetimeContext, RetimePlan, Retiming, comm_model_from_trace, plan_retiming
 from lumos_core.whatif.retime.host import scale_host
+from lumos_core.whatif.throughput import (
+    GPU_BOUND_CPU_SCALE,
+    Throughput,
+    throughput_of,
+    vocab_of,
+    work_changed,
+)
 
 ESTIMATE_DEFINITION = (
     "predicted iteration time = mean over simulated ranks of their mean iteration time, over the "
@@ -71,6 +78,44 @@ class EstimateResult:
     seconds: float
     notes: list[str] = field(default_factory=list)
     memory: MemoryPrediction | None = None  # None when the model shape is unknown
+    # The headline beside iteration time (whatif/throughput.py): rate per GPU and MFU of the
+    # prediction, of the replayed and of the measured baseline; None only for results built by hand.
+    throughput: Throughput | None = None
+    baseline_throughput: Throughput | None = None
+    measured_throughput: Throughput | None = None
+    work_changed: bool = False  # different work per iteration than the baseline: rank by rate
+    # Share of the traced iteration the host (CPU) sets, when a GPU what-if barely moved the
+    # iteration because of it (the "CPU-paced by N %" note); None when not CPU-paced
+    cpu_paced: float | None = None
+
+    @property
+    def throughput_change_pct(self) -> float:
+        """The rate per GPU against the replayed baseline's, in % (NaN unknown)."""
+        if self.throughput is None or self.baseline_throughput is None:
+            return float("nan")
+        return self.throughput.change_pct(self.baseline_throughput)
+
+    def headline(self) -> str:
+        """One line that leads the text output: change, rate, MFU, and the CPU-paced warning."""
+        change = (
+            100 * (self.predicted.iteration_us / self.replayed.iteration_us - 1)
+            if self.replayed.iteration_us
+            else 0.0
+        )
+        line = f"predicted {self.predicted.iteration_us / 1000:.3f} ms per iteration ({change:+.1f} %)"
+        if self.throughput is not None:
+            line += f", {self.throughput.text()}"
+            tc = self.throughput_change_pct
+            if self.work_changed and tc == tc:
+                line += (
+                    f"; throughput {tc:+.1f} % per GPU (the work per iteration changes: compare throughput)"
+                )
+        if self.cpu_paced is not None:
+            line = (
+                f"CPU-paced by {100 * self.cpu_paced:.0f} %: the host (Python, launches) hides this GPU "
+                f"what-if; try --cpu-scale {GPU_BOUND_CPU_SCALE} (assume GPU-bound)\n" + line
+            )
+        return line
 
     def explain(self, rank: int, event: int) -> str:
         """Why a predicted task lasts what it lasts (for the app's details panel)."""
@@ -113,6 +158,19 @@ class EstimateResult:
             "seconds": round(self.seconds, 3),
             "notes": self.notes,
             "memory": self.memory.as_dict() if self.memory is not None else None,
+            "throughput": {
+                "measured": self.measured_throughput.as_dict() if self.measured_throughput else None,
+                "replayed": self.baseline_throughput.as_dict() if self.baseline_throughput else None,
+                "predicted": self.throughput.as_dict() if self.throughput else None,
+                "change_pct": None
+                if self.throughput_change_pct != self.throughput_change_pct
+                else round(self.throughput_change_pct, 3),
+                "work_changed": self.work_changed,
+                "rank_by": "throughput" if self.work_changed else "iteration time",
+            },
+            "cpu_paced": None
+            if self.cpu_paced is None
+            else {"share_pct": round(100 * self.cpu_paced, 1), "suggested_cpu_scale": GPU_BOUND_CPU_SCALE},
         }
 
 
@@ -279,6 +337,7 @@ class Estimator:
         if not structural and len(layout) < len(job.ranks):
             kept = [row for t, row in zip(job.ranks, replayed_rows) if t.rank in layout]
             note_kept_ranks(sorted(layout), outcome_from(base, kept), replayed, predicted, notes)
+        cpu_paced = None
         if config.cpu_scale == 1.0:
             cpu_bound = _note_cpu_bound(replayed, predicted, notes)
             if cpu_bound or _unchanged(replayed, predicted):
@@ -287,7 +346,9 @@ class Estimator:
                 share = 0.0 if cpu_bound else 0.10
                 if self.host_pacing is None:
                     self.host_pacing = host_pacing(job, graph, base, events)
-                note = host_pacing_note(job, graph, base, replayed, min_share=share, fast=self.host_pacing)
+                cpu_paced, note = host_pacing_share(
+                    job, graph, base, replayed, min_share=share, fast=self.host_pacing
+                )
                 if note:
                     notes.append(note)
         memory = predict_memory_or_note(job, baseline, config, notes)
@@ -306,6 +367,11 @@ class Estimator:
             seconds=time.perf_counter() - t0,
             notes=notes,
             memory=memory,
+            throughput=throughput_of(config, predicted.iteration_us, vocab_of(baseline)),
+            baseline_throughput=throughput_of(base, replayed.iteration_us, vocab_of(baseline)),
+            measured_throughput=throughput_of(base, measured.iteration_us, vocab_of(baseline)),
+            work_changed=work_changed(base, config),
+            cpu_paced=cpu_paced,
         )
 
 
@@ -387,13 +453,26 @@ def host_pacing_note(
 ) -> str:
     """How much of the traced iteration the host (CPU) side sets, in words; empty when it sets less
     than ``min_share`` of it. ``fast``: :func:`host_pacing` of the job when the caller has it."""
+    return host_pacing_share(job, graph, base, replayed, min_share, events, fast)[1]
+
+
+def host_pacing_share(
+    job: Job,
+    graph: ExecutionGraph,
+    base: JobConfig,
+    replayed: Outcome,
+    min_share: float = 0.0,
+    events: dict[int, tuple[np.ndarray, np.ndarray]] | None = None,
+    fast: Outcome | None = None,
+) -> tuple[float | None, str]:
+    """(share of the traced iteration the host sets, its note); (None, "") below ``min_share``."""
     fast = fast or host_pacing(job, graph, base, events)
     if not replayed.iteration_us or not fast.iteration_us:
-        return "host pacing unknown: no complete iteration"
+        return None, "host pacing unknown: no complete iteration"
     share = 1 - fast.iteration_us / replayed.iteration_us
     if share < min_share:
-        return ""
-    return (
+        return None, ""
+    return share, (
         f"CPU-paced by {100 * share:.0f}%: with no host time the traced iteration would take "
         f"{fast.iteration_us / 1000:.2f} ms instead of {replayed.iteration_us / 1000:.2f} ms; GPU what-ifs "
         "on this trace need --cpu-scale (e.g. 0.3 for CUDA graphs or torch.compile, 0 for GPU-bound)"

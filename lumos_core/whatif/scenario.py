@@ -28,6 +28,7 @@ from lumos_core.trace.model import GPU_ACTIVITY_KINDS, CollectiveKind, Job, Rank
 from lumos_core.whatif.config import Baseline, JobConfig
 from lumos_core.whatif.estimate import ESTIMATE_DEFINITION, EstimateResult, Outcome
 from lumos_core.whatif.retime import Retiming
+from lumos_core.whatif.throughput import WORK_KNOBS, Throughput, throughput_of, vocab_of
 
 BREAKDOWN_PARTS = (
     ("exposed compute", "exposed_compute_ns"),
@@ -102,6 +103,23 @@ class ScenarioSummary:
     # model's error (this job's time = the other's measured time); ``replayed`` is the other's replay.
     predicted_from: str = ""
     null_error_pct: float = math.nan
+    vocab: int | None = None  # the traced model's vocabulary (the LM head's FLOPs), when inferred
+
+    @property
+    def throughput(self) -> Throughput:
+        """Rate per GPU and MFU of the predicted (or replayed) iteration (whatif/throughput.py)."""
+        return throughput_of(self.config, self.iteration_us, self.vocab)
+
+    @property
+    def work_changed(self) -> bool:
+        """Does this scenario do different work per iteration than the traced job (rank by rate)?"""
+        return any(k in WORK_KNOBS for k in self.changes)
+
+    @property
+    def cpu_paced(self) -> float | None:
+        """Share of the traced iteration the host sets, when it hid this GPU what-if (else None)."""
+        c = (self.estimate_json or {}).get("cpu_paced")
+        return None if not c else c["share_pct"] / 100
 
     @property
     def iteration_us(self) -> float:
@@ -156,6 +174,7 @@ class ScenarioSummary:
             "replayed": self.replayed.as_dict(),
             "predicted": self.predicted.as_dict(),
             "change_pct": round(self.change_pct, 3),
+            "throughput": self.throughput.as_dict(),
             "replay_error_pct": None if math.isnan(self.replay_error_pct) else self.replay_error_pct,
             **(
                 {
@@ -251,6 +270,7 @@ def summarize_replay(
         notes=list(result.graph.notes),
         replay_error_pct=result.mean_abs_error_pct,
         seconds=result.seconds,
+        vocab=vocab_of(baseline),
     )
 
 
@@ -296,6 +316,7 @@ def summarize_estimate(
         notes=list(result.notes),
         seconds=result.seconds,
         estimate_json=result.as_dict(),
+        vocab=vocab_of(result.baseline),
     )
 
 
@@ -368,6 +389,15 @@ def compare(a: ScenarioSummary, b: ScenarioSummary, top: int = 8) -> list[DeltaR
             _throughput(b),
         ),
     ]
+    ta, tb = a.throughput, b.throughput
+    if ta.unit == tb.unit:
+        rows.append(
+            _delta(
+                "iteration", f"throughput ({ta.unit}/s per GPU)", "1/s", ta.per_s_per_gpu, tb.per_s_per_gpu
+            )
+        )
+    if not (math.isnan(ta.mfu) or math.isnan(tb.mfu)):
+        rows.append(_delta("iteration", "model FLOPs utilisation (MFU)", "%", 100 * ta.mfu, 100 * tb.mfu))
     for label, attr in BREAKDOWN_PARTS:
         rows.append(
             _delta(
