@@ -140,7 +140,7 @@ def format_diff(d: JobDiff, limit: int = 15) -> str:
         for r in j["collectives"][:limit]:
             bw = lambda x: f"{x:8.1f}" if x is not None else "       -"  # noqa: E731
             lines.append(
-                f"  {r['kind']:<13} {r['group_size']:>3} {_size(r['size_bytes']):>9} "
+                f"  {r['kind']:<13} {_group(r['group_size']):>3} {_size(r['size_bytes']):>9} "
                 f"{r['a_count']:8.1f} {r['b_count']:8.1f} {bw(r['a_bus_bw_gbps'])} {bw(r['b_bus_bw_gbps'])}"
             )
     lines += [
@@ -192,6 +192,11 @@ def noise_text(noise: dict[str, Any]) -> str:
 
 def _short(s: str, n: int = 90) -> str:
     return s if len(s) <= n else s[: n - 3] + "..."
+
+
+def _group(n: int) -> str:
+    """A collective's group size, '?' where the trace does not record it (stored as -1)."""
+    return str(n) if n > 0 else "?"
 
 
 def _size(n: int) -> str:
