@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Any
 
 import orjson
 
 from lumos_core.api import Job
-from lumos_core.commands.common import report_load_problems, terminal_progress
+from lumos_core.commands.common import (
+    add_cache_max_argument,
+    cache_config_from_args,
+    report_load_problems,
+    terminal_progress,
+)
 from lumos_core.compare.diff import BREAKDOWN_KEYS, JobDiff
 from lumos_core.trace.loader import load_job
 
@@ -38,6 +44,14 @@ def add_pair_arguments(p: argparse.ArgumentParser) -> None:
         "--workers", type=int, default=None, help="parallel parsing processes (default: CPU count)"
     )
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar on stderr")
+    p.add_argument(
+        "--cache-dir",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="folder of parsed columns (default: $LUMOS_CACHE_DIR, else the user cache)",
+    )
+    add_cache_max_argument(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
 
@@ -49,7 +63,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def load_pair(args: argparse.Namespace) -> tuple[Any, Any]:
-    kw = {"strict": args.strict, "use_cache": not args.no_cache, "workers": args.workers}
+    kw = {
+        "strict": args.strict,
+        "use_cache": not args.no_cache,
+        "workers": args.workers,
+        "cache_config": cache_config_from_args(args),  # as every command that loads traces
+    }
     a = load_job(args.a, progress=terminal_progress(not args.quiet), **kw)
     b = load_job(args.b, progress=terminal_progress(not args.quiet), **kw)
     report_load_problems(a)
