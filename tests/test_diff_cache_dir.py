@@ -31,3 +31,9 @@ def test_diff_writes_its_cache_where_told(
     assert main(["--cache-max", "1G", "diff", str(a), str(b), "--cache-dir", str(own_dir), "-q"]) == 0
     assert "iteration" in capsys.readouterr().out
     assert any((own_dir / "ranks").iterdir()) and not env_dir.exists()
+
+
+def test_top_level_help_names_the_global_option(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    assert "--cache-max SIZE may also come before the command" in capsys.readouterr().out
