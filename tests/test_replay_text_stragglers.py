@@ -37,3 +37,14 @@ def test_text_replay_lists_the_flagged_ranks_as_json_does(
     plain = _synth(tmp_path / "plain", ())
     assert main(["replay", str(plain), "--no-holdout", "-q"]) == 0
     assert "stragglers: none" in capsys.readouterr().out
+
+
+def test_idle_help_names_every_cause(capsys: pytest.CaptureFixture[str]) -> None:
+    from lumos_core.replay.idle import CAUSE_INFO
+
+    with pytest.raises(SystemExit):
+        main(["replay", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    words = {"before_window": "before the trace window", "peer_not_loaded": "peer not loaded"}
+    for c in CAUSE_INFO:
+        assert words.get(c.name, c.name) in help_text, c.name

@@ -64,7 +64,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--idle",
         action="store_true",
-        help="idle time of every GPU stream and iteration by cause (host, event, peer, sync, unexplained)",
+        help="idle time of every GPU stream and iteration by cause (host, sync, queued, event, peer, "
+        "peer not loaded, before the trace window, unexplained)",
     )
     p.add_argument(
         "--keep-stalls",
