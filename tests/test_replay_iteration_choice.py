@@ -35,3 +35,25 @@ def test_missing_iteration_lists_the_steps_there_are(tmp_path: Path) -> None:
     nosteps = Job(load_job(_job(tmp_path / "b", False), use_cache=False))
     with pytest.raises(LumosError, match="no ProfilerStep#N steps"):
         nosteps.replay(iteration=1, holdout=False)
+
+
+def test_a_graph_without_dependencies_says_none(tmp_path: Path) -> None:
+    from lumos_core.commands.replay import format_replay
+
+    b = TraceBuilder(rank=0, world=1)
+    b.events.append(
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "k",
+            "pid": 0,
+            "tid": 7,
+            "ts": 10,
+            "dur": 5,
+            "args": {"device": 0, "stream": 7, "correlation": 1},
+        }
+    )
+    (tmp_path / "a").mkdir()
+    b.write(tmp_path / "a" / "rank0.json")
+    text = format_replay(Job(load_job(tmp_path / "a", use_cache=False)).replay(holdout=False).result)
+    assert "dependencies: none" in text

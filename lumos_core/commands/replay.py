@@ -196,7 +196,8 @@ def format_replay(result: ReplayResult) -> str:
         f"replayed {d['tasks']} tasks in {d['seconds']:.2f} s "
         f"(simulation {d['simulate_seconds'] * 1000:.0f} ms, {d['tasks_per_second'] / 1e6:.2f} M tasks/s)"
     ]
-    lines.append("dependencies: " + ", ".join(f"{k} {v}" for k, v in d["edges"].items() if v))
+    edges = ", ".join(f"{k} {v}" for k, v in d["edges"].items() if v)
+    lines.append(f"dependencies: {edges or 'none (every task is independent of the others)'}")
     if d["scale"]:
         lines.append("scaled: " + ", ".join(f"{k} x{v}" for k, v in d["scale"].items()))
     lines.append(f"definition: {d['definition']}")
