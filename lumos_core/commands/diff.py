@@ -155,7 +155,10 @@ def format_diff(d: JobDiff, limit: int = 15) -> str:
                 f"  {r['kind']:<24}{_ms(r['a_us'])} {_ms(r['b_us'])} {_ms(r['delta_us'])} {_pct(r['delta_pct'])}"
                 + _noise_tag(r["within_noise"])
             )
-        lines.append("  kind / group / size        A count  B count    A GB/s   B GB/s  (bus bandwidth)")
+        lines.append(
+            f"  {'kind / group / size':<27} {'A n/it':>8} {'B n/it':>8} {'A GB/s':>8} {'B GB/s':>8}  "
+            "(count per rank per iteration; bus bandwidth)"
+        )
         for r in j["collectives"][:limit]:
             bw = lambda x: f"{x:8.1f}" if x is not None else "       -"  # noqa: E731
             lines.append(
