@@ -57,6 +57,8 @@ def build_parser(commands: Collection[str] | None = None) -> argparse.ArgumentPa
     parser = argparse.ArgumentParser(
         prog="lumos",
         description="Lumos: replay and what-if estimation of LLM training from PyTorch profiler traces.",
+        epilog="--cache-max SIZE may also come before the command (lumos --cache-max 5G replay ...), "
+        "for the commands that take it. Run `lumos COMMAND --help` for a command's options.",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, help_text in COMMANDS.items():

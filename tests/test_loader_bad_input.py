@@ -351,3 +351,26 @@ def test_cli_inspect_says_its_step_spans_are_not_replays_iteration_times() -> No
     out = run_cli("inspect", str(REPO / "tests" / "data" / "cpu-gpt" / "base"))
     assert out.returncode == 0, out.stderr
     assert "CPU annotations' own spans" in out.stdout and "start to the next" in out.stdout
+
+
+def test_a_skipped_file_names_its_rank_where_it_can(tmp_path: Path) -> None:
+    """A truncated rank file still holds its distributedInfo header: the warning says whose it was;
+    a file with nothing readable falls back on the rank in its name."""
+    from tracegen import TraceBuilder
+
+    from lumos_core.trace.loader import load_job
+
+    good = TraceBuilder(rank=0, world=4)
+    good.launch("k", 1, 2, kts=5, kdur=3)
+    good.write(tmp_path / "a.json")
+    body = (
+        b'{"distributedInfo": {"backend": "nccl", "rank": 2, "world_size": 4}, "traceEvents": ['
+        + b"{}," * 5000
+    )
+    (tmp_path / "b.json.gz").write_bytes(gzip.compress(body)[:-40])  # cut: no end-of-stream marker
+    (tmp_path / "worker3.json").write_bytes(b"\x89PNG\r\n\x1a\n" + b"\0" * 64)
+    job = load_job(tmp_path, use_cache=False, workers=1)
+    reasons = {Path(s.file).name: s.reason for s in job.skipped}
+    assert "(rank 2, from its distributedInfo)" in reasons["b.json.gz"]
+    assert "(rank 3, from its file name)" in reasons["worker3.json"]
+    assert [r.rank for r in job.ranks] == [0]  # the good rank is kept

@@ -161,7 +161,8 @@ class Job:
         )
 
     def idle(self) -> IdleBreakdown:
-        """Every GPU stream's idle time per iteration, by cause (host, event, peer, sync, unexplained)."""
+        """Every GPU stream's idle time per iteration, by cause (``lumos_core.replay.idle.CAUSES``: host,
+        sync, queued, event, peer, peer not loaded, before the window, unexplained)."""
         from lumos_core.replay.idle import idle_attribution
 
         return IdleBreakdown(idle_attribution(self.graph))

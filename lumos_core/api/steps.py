@@ -34,12 +34,23 @@ def keep_iteration(result: ReplayResult, n: int) -> None:
     """Keep only ProfilerStep#``n`` in ``result`` (raises ConfigError when no rank has it)."""
     name = f"ProfilerStep#{n}"
     found = False
+    have = sorted({it.name for r in result.ranks for it in r.iterations}, key=_step_order)
     for r in result.ranks:
         r.iterations = [it for it in r.iterations if it.name == name]
         r.critical_paths = {k: v for k, v in r.critical_paths.items() if k == name}
         found |= bool(r.iterations)
     if not found:
-        raise ConfigError(f"no iteration {name} in the trace")
+        have = [h for h in have if h.startswith("ProfilerStep#")]
+        if not have:
+            raise ConfigError(f"no iteration {name}: the trace has no ProfilerStep#N steps (one window)")
+        listed = ", ".join(have[:12]) + (f" ... ({len(have)} in all)" if len(have) > 12 else "")
+        raise ConfigError(f"no iteration {name} in the trace (it has {listed})")
+
+
+def _step_order(name: str) -> tuple[int, str]:
+    """ProfilerStep#9 before #10 (numeric), other names (a whole-trace window) after."""
+    tail = name.rsplit("#", 1)[-1]
+    return (int(tail), name) if tail.isdigit() else (1 << 62, name)
 
 
 def sample_label(profile: Any, b_path: str | Path) -> str:

@@ -72,6 +72,18 @@ def describe(config: CacheConfig) -> dict[str, Any]:
     }
 
 
+def _state(d: dict[str, Any]) -> str:
+    """Why the folder holds nothing, when it does not exist: not made yet, or a file is in its way, or
+    a volume that stores nothing (a virtual file system such as /proc reports 0 bytes)."""
+    if d["exists"]:
+        return ""
+    if Path(d["location"]).exists():
+        return " (a file, not a folder: nothing can be cached there; use --cache-dir or LUMOS_CACHE_DIR)"
+    if d["volume_total_bytes"] == 0:
+        return " (on a volume of 0 bytes, not a disk: nothing can be cached there)"
+    return " (not created yet)"
+
+
 def info_lines(d: dict[str, Any]) -> list[str]:
     parts = ", ".join(
         f"{LABELS[k]} {format_size(n)}" for k, n in d["bytes_by_kind"].items() if n or k == "entry"
@@ -82,7 +94,7 @@ def info_lines(d: dict[str, Any]) -> list[str]:
         else ""
     )
     return [
-        f"location  {d['location']}{'' if d['exists'] else ' (not created yet)'}{free}",
+        f"location  {d['location']}{_state(d)}{free}",
         f"size      {format_size(d['bytes'])} on disk: {parts}",
         f"cap       {d['cap']}",
         f"entries   {d['entries']} (one per rank file); oldest used {_when(d['oldest_used'])}, "

@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Any
 
 import orjson
 
 from lumos_core.api import Job
-from lumos_core.commands.common import report_load_problems, terminal_progress
+from lumos_core.commands.common import (
+    add_cache_max_argument,
+    cache_config_from_args,
+    report_load_problems,
+    terminal_progress,
+)
 from lumos_core.compare.diff import BREAKDOWN_KEYS, JobDiff
 from lumos_core.trace.loader import load_job
 
@@ -38,6 +44,14 @@ def add_pair_arguments(p: argparse.ArgumentParser) -> None:
         "--workers", type=int, default=None, help="parallel parsing processes (default: CPU count)"
     )
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar on stderr")
+    p.add_argument(
+        "--cache-dir",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="folder of parsed columns (default: $LUMOS_CACHE_DIR, else the user cache)",
+    )
+    add_cache_max_argument(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
 
@@ -49,7 +63,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def load_pair(args: argparse.Namespace) -> tuple[Any, Any]:
-    kw = {"strict": args.strict, "use_cache": not args.no_cache, "workers": args.workers}
+    kw = {
+        "strict": args.strict,
+        "use_cache": not args.no_cache,
+        "workers": args.workers,
+        "cache_config": cache_config_from_args(args),  # as every command that loads traces
+    }
     a = load_job(args.a, progress=terminal_progress(not args.quiet), **kw)
     b = load_job(args.b, progress=terminal_progress(not args.quiet), **kw)
     report_load_problems(a)
@@ -136,11 +155,14 @@ def format_diff(d: JobDiff, limit: int = 15) -> str:
                 f"  {r['kind']:<24}{_ms(r['a_us'])} {_ms(r['b_us'])} {_ms(r['delta_us'])} {_pct(r['delta_pct'])}"
                 + _noise_tag(r["within_noise"])
             )
-        lines.append("  kind / group / size        A count  B count    A GB/s   B GB/s  (bus bandwidth)")
+        lines.append(
+            f"  {'kind / group / size':<27} {'A n/it':>8} {'B n/it':>8} {'A GB/s':>8} {'B GB/s':>8}  "
+            "(count per rank per iteration; bus bandwidth)"
+        )
         for r in j["collectives"][:limit]:
             bw = lambda x: f"{x:8.1f}" if x is not None else "       -"  # noqa: E731
             lines.append(
-                f"  {r['kind']:<13} {r['group_size']:>3} {_size(r['size_bytes']):>9} "
+                f"  {r['kind']:<13} {_group(r['group_size']):>3} {_size(r['size_bytes']):>9} "
                 f"{r['a_count']:8.1f} {r['b_count']:8.1f} {bw(r['a_bus_bw_gbps'])} {bw(r['b_bus_bw_gbps'])}"
             )
     lines += [
@@ -192,6 +214,11 @@ def noise_text(noise: dict[str, Any]) -> str:
 
 def _short(s: str, n: int = 90) -> str:
     return s if len(s) <= n else s[: n - 3] + "..."
+
+
+def _group(n: int) -> str:
+    """A collective's group size, '?' where the trace does not record it (stored as -1)."""
+    return str(n) if n > 0 else "?"
 
 
 def _size(n: int) -> str:

@@ -25,6 +25,7 @@ from lumos_core.trace.loader import load_job
 if TYPE_CHECKING:  # the hold-out and the idle attribution are imported when asked for
     from lumos_core.replay.evaluate import HoldoutReport
     from lumos_core.replay.idle import IdleReport
+    from lumos_core.replay.stragglers import StragglerReport
 
 DESCRIPTION = """Build the execution graph of every rank (CPU->CPU, CPU->GPU launch, GPU->CPU sync,
 GPU->GPU stream and event dependencies, collectives across ranks), replay it, and compare the
@@ -63,7 +64,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--idle",
         action="store_true",
-        help="idle time of every GPU stream and iteration by cause (host, event, peer, sync, unexplained)",
+        help="idle time of every GPU stream and iteration by cause (host, sync, queued, event, peer, "
+        "peer not loaded, before the trace window, unexplained)",
     )
     p.add_argument(
         "--keep-stalls",
@@ -127,6 +129,8 @@ def run(args: argparse.Namespace) -> int:
         if report.peer_note:
             print(report.peer_note)
         print(format_accuracy(result, holdout))
+        if report.stragglers is not None and len(report.stragglers.ranks) > 1:  # one rank: no peers
+            print(format_stragglers(report.stragglers))
         if job.data.is_synthetic:
             print(SYNTHETIC_NOTE)
         if args.idle:
@@ -135,6 +139,16 @@ def run(args: argparse.Namespace) -> int:
         if args.timings:
             print(timer.summary())
     return 0
+
+
+def format_stragglers(report: StragglerReport) -> str:
+    """The stragglers --json lists, one line each with its reason, or that there are none."""
+    flagged = report.flagged
+    if not flagged:
+        return "\nstragglers: none flagged (--json: every rank's figures and the tests)"
+    lines = ["", f"stragglers: {len(flagged)} rank(s) (--json: every rank's figures and the tests)"]
+    lines += [f"  rank {r.rank}: {r.reason}" for r in flagged]
+    return "\n".join(lines)
 
 
 def format_accuracy(result: ReplayResult, holdout: HoldoutReport) -> str:
@@ -182,7 +196,8 @@ def format_replay(result: ReplayResult) -> str:
         f"replayed {d['tasks']} tasks in {d['seconds']:.2f} s "
         f"(simulation {d['simulate_seconds'] * 1000:.0f} ms, {d['tasks_per_second'] / 1e6:.2f} M tasks/s)"
     ]
-    lines.append("dependencies: " + ", ".join(f"{k} {v}" for k, v in d["edges"].items() if v))
+    edges = ", ".join(f"{k} {v}" for k, v in d["edges"].items() if v)
+    lines.append(f"dependencies: {edges or 'none (every task is independent of the others)'}")
     if d["scale"]:
         lines.append("scaled: " + ", ".join(f"{k} x{v}" for k, v in d["scale"].items()))
     lines.append(f"definition: {d['definition']}")

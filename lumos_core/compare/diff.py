@@ -245,9 +245,14 @@ class JobDiff:
 
 
 def _marked(rows: list[dict[str, Any]], noise: float | None) -> list[dict[str, Any]]:
-    """Each row with ``within_noise``: its change is smaller than the runs' own iteration spread."""
+    """Each row with ``within_noise``: its change is smaller than the runs' own iteration spread.
+    A row only one job ran (appeared, vanished, a family or kind with no activity on one side) is a
+    change in what ran, never noise, however little time it takes."""
     for r in rows:
-        r["within_noise"] = noise is not None and abs(r["delta_us"]) < noise
+        one_sided = r.get("status") in ("appeared", "vanished") or (
+            "a_count" in r and (r["a_count"] > 0) != (r["b_count"] > 0)
+        )
+        r["within_noise"] = noise is not None and not one_sided and abs(r["delta_us"]) < noise
     return rows
 
 

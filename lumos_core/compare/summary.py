@@ -63,7 +63,11 @@ class CollStat:
 
     @property
     def bus_bw_gbps(self) -> float:
-        return self.bytes_moved / (self.total_us * 1000) if self.total_us > 0 else float("nan")
+        # nan (shown as '-') when the message size or group size was not recorded: no bytes counted
+        # is not a bandwidth of 0 GB/s
+        if self.total_us <= 0 or self.bytes_moved <= 0:
+            return float("nan")
+        return self.bytes_moved / (self.total_us * 1000)
 
 
 @dataclass

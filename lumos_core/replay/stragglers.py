@@ -100,6 +100,7 @@ class RankLateness:
             "slowdown": None if np.isnan(self.slowdown) else round(self.slowdown, 4),
             "z": None if np.isnan(self.z) else round(self.z, 2),
             "p_value": float(f"{self.p_value:.3g}"),
+            "p_late": float(f"{self.p_late:.3g}"),  # the p the reason quotes
         }
 
 
@@ -135,7 +136,8 @@ DEFINITION = (
     "among the ranks, sign test p < 1 % / ranks, at least 1 %) and it arrives after the other "
     "members more often than not (sign test); or it arrives late by its own doing (> max(50 µs, 1 % "
     "of the iteration)) more often than the other ranks do (binomial test, p < 1 % / ranks, 2 or "
-    "more times) by more per iteration than the iterations' own spread"
+    "more times) by more per iteration than the iterations' own spread. p_value: the smaller of the "
+    "two tests' p (kernel sign test, p_late: repeated-delay test), before dividing by the ranks"
 )
 
 

@@ -104,6 +104,8 @@ def free_space_problem(root: Path, need: int) -> str | None:
     if usage is None:
         return None  # unknown: let the write try (and fail quietly if the disk is full)
     total, free = usage
+    if total == 0:  # /proc, /sys and the like: a folder there stores nothing, whatever the floor says
+        return f"{root} is on a volume of 0 bytes, not a disk (set --cache-dir or LUMOS_CACHE_DIR to a folder on one)"
     floor = free_floor(total)
     if free - need >= floor:
         return None

@@ -156,8 +156,12 @@ def match_collectives(job: Job) -> CollectiveMatch:
             kind_of[idx] = c.kind[rows]
             size_of[idx] = np.maximum(size_of[idx], c.group_size[rows])
         users = len(per_rank)
+        # unknown size: the ranks that use the group, except that an unnamed group (matched as one,
+        # the whole job) of a job whose distributedInfo says more ranks than the folder holds is not
+        # known to be complete (one sampled rank of 128 would otherwise look like 1-rank groups)
+        unknown = max(users, job.world_size) if key.startswith("?") else users
         exp = np.where(
-            size_of > 0, np.minimum(size_of, max(users, 1) if key.startswith("?") else size_of), users
+            size_of > 0, np.minimum(size_of, max(users, 1) if key.startswith("?") else size_of), unknown
         )
         if "|p2p:" in key:
             exp = np.minimum(exp, 2)

@@ -142,8 +142,7 @@ def format_inspect(report: dict[str, Any]) -> str:
         for s in r["streams"]:
             lines.append(f"  stream {s['id']:<6} {s['role']:<14} {s['events']:>7} activities")
         for th in r["threads"]:
-            label = f"{th['name']} " if th["name"] else ""
-            lines.append(f"  thread {th['id']:<10} {label}({th['role']}) {th['events']:>7} events")
+            lines.append(f"  thread {th['id']:<10} {thread_label(th)}({th['role']}) {th['events']:>7} events")
         for it in r["iterations"]:
             lines.append(
                 f"  {it['name']:<18} {it['start_us'] / 1000:10.3f} ms -> {it['end_us'] / 1000:10.3f} ms "
@@ -168,3 +167,13 @@ def format_inspect(report: dict[str, Any]) -> str:
         lines.append("warnings:")
         lines.extend(f"  - {w}" for w in report["warnings"])
     return "\n".join(lines)
+
+
+def thread_label(th: dict[str, Any]) -> str:
+    """The thread's name for the line that already starts ``thread <id>``: Kineto names threads
+    ``thread 155 (pt_autograd_0)``, so that prefix is dropped rather than printed twice."""
+    name = (th.get("name") or "").strip()
+    prefix = f"thread {th['id']}"
+    if name == prefix or name.startswith(prefix + " "):
+        name = name[len(prefix) :].strip()
+    return f"{name} " if name else ""

@@ -18,6 +18,7 @@ import multiprocessing
 import os
 import re
 import threading
+import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -81,6 +82,28 @@ def rank_from_file_name(name: str) -> int | None:
     return r if r < MAX_RANKS else None
 
 
+_RANK_IN_HEAD = re.compile(rb'"distributedInfo"\s*:\s*\{[^}]*?"rank"\s*:\s*(\d+)')
+
+
+def rank_hint(path: Path) -> str:
+    """`` (rank 3, from its distributedInfo)`` for a file that failed to load: the profiler writes
+    that header first, so a truncated or corrupt file often still says whose it was; else the rank
+    in its name; else nothing. Never raises (the file is already known to be bad)."""
+    head = b""
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(1 << 20)
+        if head[:2] == b"\x1f\x8b":  # what a decompressor yields before the damage (gzip.read drops it)
+            head = zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(head, 1 << 16)
+    except (OSError, zlib.error):
+        pass
+    m = _RANK_IN_HEAD.search(head)
+    if m is not None and len(m.group(1)) <= 8:
+        return f" (rank {int(m.group(1))}, from its distributedInfo)"
+    r = rank_from_file_name(path.name)
+    return f" (rank {r}, from its file name)" if r is not None else ""
+
+
 def load_job(
     path: str | Path,
     *,
@@ -137,6 +160,7 @@ def load_job(
         progress(0.05, f"{len(parsed)} rank(s) from cache · {counts.text()}")
 
     def record_failure(f: Path, reason: str) -> None:
+        reason += rank_hint(f)
         if strict:
             raise TraceError(reason, str(f))
         skipped.append(SkippedFile(str(f), reason))
