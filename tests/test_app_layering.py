@@ -116,18 +116,90 @@ def test_app_reaches_into_no_private_attribute_defined_elsewhere() -> None:
     assert not offenders, "use a public method or a signal instead:\n" + "\n".join(offenders)
 
 
+# Classes over MAX_CLASS_LINES counting what they inherit from this project, each with its reason.
+# The entries are stale (and the test below fails) once a class is back under the limit.
+CLASS_SIZE_EXCEPTIONS: dict[str, str] = {
+    # 299 own lines + JobOpening, WindowMenus
+    "app/main_window.py:MainWindow": "inherits 467 lines from mixins; to be composed (issue 29)",
+    # 270 own lines + WorkbenchMenus, OverlayChoice, ScenarioExport, SessionKeeping, RunRequests
+    "app/whatif/workbench.py:WhatIfWorkbench": "inherits 464 lines from mixins; to be composed (issue 29)",
+    # 245 own lines + GridViews
+    "app/sweep/sweep_dialog.py:GridSweepDialog": "inherits 196 lines from mixins; to be composed (issue 29)",
+    "app/timeline/timeline_view.py:TimelineView": "inherits 792 lines from mixins; to be composed (issue 29)",
+}
+
+
+def _project_classes() -> dict[str, tuple[int, list[str]]]:
+    """Every class of app and lumos_core as "path:Name" -> (its own lines, its in-project bases as
+    "path:Name"), the bases resolved through the module's own classes and its imports."""
+    where: dict[str, Path] = {}
+    for root in ("app", "lumos_core"):
+        for path in sorted((REPO / root).rglob("*.py")):
+            parts = path.relative_to(REPO).with_suffix("").parts
+            where[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    out: dict[str, tuple[int, list[str]]] = {}
+    for path in where.values():
+        tree = ast.parse(path.read_text(), filename=str(path))
+        rel = str(path.relative_to(REPO))
+        local = {n.name for n in ast.walk(tree) if isinstance(n, ast.ClassDef)}
+        imported = {
+            a.asname or a.name: f"{where[node.module].relative_to(REPO)}:{a.name}"
+            for node in ast.walk(tree)
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module in where
+            for a in node.names
+        }
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef):
+                bases = [b.id for b in node.bases if isinstance(b, ast.Name)]
+                resolved = [f"{rel}:{b}" if b in local else imported[b] for b in bases if b in local or b in imported]
+                out[f"{rel}:{node.name}"] = ((node.end_lineno or node.lineno) - node.lineno + 1, resolved)
+    return out
+
+
+def _inherited_lines(classes: dict[str, tuple[int, list[str]]], name: str) -> int:
+    """A class's lines with those of every in-project class it inherits from (each counted once):
+    a class split into mixins is still one class for the reader."""
+    seen: set[str] = set()
+    todo = [name]
+    while todo:
+        c = todo.pop()
+        if c in seen or c not in classes:
+            continue
+        seen.add(c)
+        todo += classes[c][1]
+    return sum(classes[c][0] for c in seen)
+
+
+def _class_sizes() -> dict[str, int]:
+    classes = _project_classes()
+    return {c: _inherited_lines(classes, c) for c in classes if c.startswith("app/")}
+
+
 def test_app_modules_and_classes_stay_readable_in_size() -> None:
     offenders = []
     for path in sorted(APP.rglob("*.py")):
-        text = path.read_text()
-        lines = text.count("\n")
+        lines = path.read_text().count("\n")
         if lines > MAX_FILE_LINES:
             offenders.append(f"{path.relative_to(REPO)}: {lines} lines (> {MAX_FILE_LINES})")
-        for node in ast.walk(ast.parse(text, filename=str(path))):
-            if isinstance(node, ast.ClassDef):
-                n = (node.end_lineno or node.lineno) - node.lineno + 1
-                if n > MAX_CLASS_LINES:
-                    offenders.append(
-                        f"{path.relative_to(REPO)}:{node.lineno} class {node.name}: {n} lines (> {MAX_CLASS_LINES})"
-                    )
-    assert not offenders, "split by responsibility:\n" + "\n".join(offenders)
+    for name, n in sorted(_class_sizes().items()):
+        if n > MAX_CLASS_LINES and name not in CLASS_SIZE_EXCEPTIONS:
+            offenders.append(f"class {name}: {n} lines with its in-project bases (> {MAX_CLASS_LINES})")
+    assert not offenders, "split by responsibility (compose parts, not mixins):\n" + "\n".join(offenders)
+
+
+def test_the_class_size_exceptions_are_still_needed() -> None:
+    sizes = _class_sizes()
+    stale = [name for name in CLASS_SIZE_EXCEPTIONS if sizes.get(name, 0) <= MAX_CLASS_LINES]
+    assert not stale, f"remove these from CLASS_SIZE_EXCEPTIONS: {stale}"
+
+
+def test_a_class_counts_with_what_it_inherits_from_the_project() -> None:
+    """The mixin stack that once hid TimelineView's 1,063 lines is counted as one class."""
+    classes = {
+        "a.py:Part": (200, []),
+        "b.py:Other": (150, []),
+        "c.py:View": (40, ["a.py:Part", "b.py:Other"]),
+        "d.py:Sub": (10, ["c.py:View", "a.py:Part"]),
+    }
+    assert _inherited_lines(classes, "c.py:View") == 390
+    assert _inherited_lines(classes, "d.py:Sub") == 400  # Part counted once
