@@ -8,6 +8,7 @@ import ast
 from pathlib import Path
 
 import networkx as nx
+from class_sizes import class_sizes, inherited_lines
 from conftest import REPO
 
 APP = REPO / "app"
@@ -116,18 +117,80 @@ def test_app_reaches_into_no_private_attribute_defined_elsewhere() -> None:
     assert not offenders, "use a public method or a signal instead:\n" + "\n".join(offenders)
 
 
+# Classes over MAX_CLASS_LINES counting what they inherit from this project, each with its reason.
+# The entries are stale (and the test below fails) once a class is back under the limit.
+CLASS_SIZE_EXCEPTIONS: dict[str, str] = {
+    # 299 own lines + JobOpening, WindowMenus
+    "app/main_window.py:MainWindow": "inherits 467 lines from mixins; to be composed (issue 29)",
+    # 270 own lines + WorkbenchMenus, OverlayChoice, ScenarioExport, SessionKeeping, RunRequests
+    "app/whatif/workbench.py:WhatIfWorkbench": "inherits 464 lines from mixins; to be composed (issue 29)",
+    # 245 own lines + GridViews
+    "app/sweep/sweep_dialog.py:GridSweepDialog": "inherits 196 lines from mixins; to be composed (issue 29)",
+}
+
+
+def _class_sizes() -> dict[str, int]:
+    return class_sizes("app/")
+
+
 def test_app_modules_and_classes_stay_readable_in_size() -> None:
     offenders = []
     for path in sorted(APP.rglob("*.py")):
-        text = path.read_text()
-        lines = text.count("\n")
+        lines = path.read_text().count("\n")
         if lines > MAX_FILE_LINES:
             offenders.append(f"{path.relative_to(REPO)}: {lines} lines (> {MAX_FILE_LINES})")
-        for node in ast.walk(ast.parse(text, filename=str(path))):
-            if isinstance(node, ast.ClassDef):
-                n = (node.end_lineno or node.lineno) - node.lineno + 1
-                if n > MAX_CLASS_LINES:
-                    offenders.append(
-                        f"{path.relative_to(REPO)}:{node.lineno} class {node.name}: {n} lines (> {MAX_CLASS_LINES})"
-                    )
-    assert not offenders, "split by responsibility:\n" + "\n".join(offenders)
+    for name, n in sorted(_class_sizes().items()):
+        if n > MAX_CLASS_LINES and name not in CLASS_SIZE_EXCEPTIONS:
+            offenders.append(f"class {name}: {n} lines with its in-project bases (> {MAX_CLASS_LINES})")
+    assert not offenders, "split by responsibility (compose parts, not mixins):\n" + "\n".join(offenders)
+
+
+def test_the_class_size_exceptions_are_still_needed() -> None:
+    sizes = _class_sizes()
+    stale = [name for name in CLASS_SIZE_EXCEPTIONS if sizes.get(name, 0) <= MAX_CLASS_LINES]
+    assert not stale, f"remove these from CLASS_SIZE_EXCEPTIONS: {stale}"
+
+
+def test_a_class_counts_with_what_it_inherits_from_the_project() -> None:
+    """The mixin stack that once hid TimelineView's 1,063 lines is counted as one class."""
+    classes = {
+        "a.py:Part": (200, []),
+        "b.py:Other": (150, []),
+        "c.py:View": (40, ["a.py:Part", "b.py:Other"]),
+        "d.py:Sub": (10, ["c.py:View", "a.py:Part"]),
+    }
+    assert inherited_lines(classes, "c.py:View") == 390
+    assert inherited_lines(classes, "d.py:Sub") == 400  # Part counted once
+
+
+# Mixins that still declare, under TYPE_CHECKING, what the class they are mixed into provides.
+TYPE_CHECKING_MIXINS: dict[str, str] = {
+    "app/job_opening.py:JobOpening": "a mixin of MainWindow; to be composed (issue 29)",
+    "app/window_menus.py:WindowMenus": "a mixin of MainWindow; to be composed (issue 29)",
+    "app/sweep/grid_views.py:GridViews": "a mixin of GridSweepDialog; to be composed (issue 29)",
+    "app/whatif/run_requests.py:RunRequests": "a mixin of WhatIfWorkbench; to be composed (issue 29)",
+    "app/whatif/scenario_export.py:ScenarioExport": "a mixin of WhatIfWorkbench; to be composed (issue 29)",
+    "app/whatif/session_keeping.py:SessionKeeping": "a mixin of WhatIfWorkbench; to be composed (issue 29)",
+    "app/whatif/workbench_menus.py:WorkbenchMenus": "a mixin of WhatIfWorkbench; to be composed (issue 29)",
+}
+
+
+def _classes_declaring_others_under_type_checking() -> set[str]:
+    out = set()
+    for path in sorted(APP.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.ClassDef) and any(
+                isinstance(n, ast.If) and "TYPE_CHECKING" in ast.unparse(n.test) for n in node.body
+            ):
+                out.add(f"{path.relative_to(REPO)}:{node.name}")
+    return out
+
+
+def test_no_app_class_declares_its_siblings_attributes_under_type_checking() -> None:
+    """A part holds what it works on; a class body with ``if TYPE_CHECKING:`` declaring the methods
+    another mixin provides is a split on paper only."""
+    found = _classes_declaring_others_under_type_checking()
+    new = sorted(found - set(TYPE_CHECKING_MIXINS))
+    assert not new, "compose parts instead of declaring each other's attributes:\n" + "\n".join(new)
+    stale = sorted(set(TYPE_CHECKING_MIXINS) - found)
+    assert not stale, f"remove these from TYPE_CHECKING_MIXINS: {stale}"

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import networkx as nx
 import pytest
+from class_sizes import class_sizes
 from conftest import REPO
 
 DATA = REPO / "tests" / "data" / "cpu-gpt" / "base"
@@ -49,8 +50,22 @@ SIBLINGS = [{"graph", "synth"}, {"sweep", "compare"}]
 
 # (importing module, imported module): why the import may point up or sideways. None today: keep it so.
 LAYER_EXCEPTIONS: dict[tuple[str, str], str] = {}
-# (file, class or None for the whole file): why it is longer than the limit.
-SIZE_EXCEPTIONS: dict[tuple[str, str | None], str] = {}  # none today
+# (file, class or None for the whole file): why it is longer than the limit. A class counts with
+# what it inherits from this project (tests/class_sizes.py): a mixin stack is one class to read.
+SIZE_EXCEPTIONS: dict[tuple[str, str | None], str] = {
+    # 174 own lines + StageLayers + StageWriter
+    (
+        "lumos_core/synth/stage_program.py",
+        "StageProgram",
+    ): "inherits 426 lines from mixins; to be composed (issue 29)",
+    # 256 own lines + StageWriter
+    (
+        "lumos_core/synth/stage_layers.py",
+        "StageLayers",
+    ): "inherits 170 lines from mixins; to be composed (issue 29)",
+    # 196 own lines + EventWriter
+    ("lumos_core/synth/emit.py", "Emitter"): "inherits 148 lines from mixins; to be composed (issue 29)",
+}
 MAX_FILE_LINES = 600
 MAX_CLASS_LINES = 300
 
@@ -170,32 +185,24 @@ def test_engine_files_and_classes_stay_small() -> None:
     bad = []
     for path in sorted((REPO / "lumos_core").rglob("*.py")):
         rel = str(path.relative_to(REPO))
-        text = path.read_text()
-        n = text.count("\n")
+        n = path.read_text().count("\n")
         if n > MAX_FILE_LINES and (rel, None) not in SIZE_EXCEPTIONS:
             bad.append(f"{rel}: {n} lines")
-        for node in ast.walk(ast.parse(text)):
-            if isinstance(node, ast.ClassDef):
-                length = node.end_lineno - node.lineno + 1  # type: ignore[operator]
-                if length > MAX_CLASS_LINES and (rel, node.name) not in SIZE_EXCEPTIONS:
-                    bad.append(f"{rel}: class {node.name} {length} lines")
+    for name, length in sorted(class_sizes("lumos_core/").items()):
+        rel, cls = name.split(":")
+        if length > MAX_CLASS_LINES and (rel, cls) not in SIZE_EXCEPTIONS:
+            bad.append(f"{rel}: class {cls} {length} lines with its in-project bases")
     assert not bad, "split these (or list them in SIZE_EXCEPTIONS with a reason):\n" + "\n".join(bad)
 
 
 def test_the_size_exceptions_are_still_needed() -> None:
+    sizes = class_sizes("lumos_core/")
     stale = []
     for (rel, cls), _ in SIZE_EXCEPTIONS.items():
-        text = (REPO / rel).read_text()
         if cls is None:
-            if text.count("\n") <= MAX_FILE_LINES:
+            if (REPO / rel).read_text().count("\n") <= MAX_FILE_LINES:
                 stale.append(rel)
-            continue
-        sizes = {
-            n.name: n.end_lineno - n.lineno + 1  # type: ignore[operator]
-            for n in ast.walk(ast.parse(text))
-            if isinstance(n, ast.ClassDef)
-        }
-        if sizes.get(cls, 0) <= MAX_CLASS_LINES:
+        elif sizes.get(f"{rel}:{cls}", 0) <= MAX_CLASS_LINES:
             stale.append(f"{rel}:{cls}")
     assert not stale, f"remove these from SIZE_EXCEPTIONS: {stale}"
 

@@ -1,26 +1,25 @@
 """Moving around the timeline: the visible time range and rows, zoom, pan, the scroll bar kept in
 step with the view, iteration stepping and the navigation keys.
 
-:class:`TimelineNavigation` is one part of :class:`~app.timeline.timeline_view.TimelineView`; it
-works on the view's ``view_box``, ``item`` (the span item, for the data extent), ``scrollbar`` and
-``layout_model``. Rows have a fixed height in pixels: the y range follows the widget's height, so
+:class:`TimelineNavigation` is one part owned by :class:`~app.timeline.timeline_view.TimelineView`;
+it works on the plot's ``view_box``, the span ``item`` (for the data extent), the ``scrollbar`` and
+the shared state's ``layout_model``. Keys that act on the selection or the search (F, N, P, Esc)
+are the view's to route. Rows have a fixed height in pixels: the y range follows the widget's height, so
 resizing shows more rows instead of stretching them.
 """
 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QObject, Qt
 from PySide6.QtGui import QCursor, QKeyEvent
 from PySide6.QtWidgets import QScrollBar
 
 from app.timeline.canvas import ZOOM_STEP, LaneLabelAxis, TimelineCanvas, TimelineViewBox
-from app.timeline.hit import Hit
-from app.timeline.lane_layout import LaneLayout
 from app.timeline.layer import IterationMark
-from app.timeline.span_item import OverlayItem, TimelineItem
+from app.timeline.span_item import TimelineItem
+from app.timeline.state import TimelineState
 
 ROW_PX = 20
 PAN_STEP = 0.15
@@ -40,24 +39,29 @@ def job_iterations(marks: list[list[IterationMark]]) -> list[IterationMark]:
     return out
 
 
-class TimelineNavigation:
+class TimelineNavigation(QObject):
     """Time range, rows, keys and iterations of the timeline view (see the module docstring)."""
 
-    view_box: TimelineViewBox
-    canvas: TimelineCanvas
-    label_axis: LaneLabelAxis
-    item: TimelineItem
-    overlay: OverlayItem
-    scrollbar: QScrollBar
-    layout_model: LaneLayout | None
-    selected: Hit | None
-
-    iteration_spans: list[IterationMark] = []  # replaced, never changed in place
-    _iteration_cursor = -1
-    _syncing_scrollbar = False
-
-    def wire_navigation(self) -> None:
-        """Keep the row height when the view resizes; the scroll bar and the view follow each other."""
+    def __init__(
+        self,
+        state: TimelineState,
+        view_box: TimelineViewBox,
+        canvas: TimelineCanvas,
+        label_axis: LaneLabelAxis,
+        scrollbar: QScrollBar,
+        item: TimelineItem,
+    ) -> None:
+        super().__init__(canvas)
+        self.state = state
+        self.view_box = view_box
+        self.canvas = canvas
+        self.label_axis = label_axis
+        self.scrollbar = scrollbar
+        self.item = item
+        self.iteration_spans: list[IterationMark] = []  # replaced, never changed in place
+        self._iteration_cursor = -1
+        self._syncing_scrollbar = False
+        # keep the row height when the view resizes; the scroll bar and the view follow each other
         self.view_box.sigResized.connect(self._keep_row_height)
         self.view_box.sigRangeChanged.connect(self._follow_range)
         self.scrollbar.valueChanged.connect(self._on_scrollbar)
@@ -121,7 +125,7 @@ class TimelineNavigation:
         self.scroll_to_row(top + delta)
 
     def scroll_to_row(self, top: float) -> None:
-        n = len(self.layout_model.rows) if self.layout_model else 0
+        n = len(self.state.layout_model.rows) if self.state.layout_model else 0
         visible = self.visible_rows()
         top = min(max(top, 0.0), max(n - visible + 0.5, 0.0))
         self.view_box.setYRange(top, top + visible, padding=0)
@@ -133,7 +137,7 @@ class TimelineNavigation:
 
     def sync_scrollbar(self) -> None:
         """Fit the scroll bar to the number of rows and the rows in view."""
-        n = len(self.layout_model.rows) if self.layout_model else 0
+        n = len(self.state.layout_model.rows) if self.state.layout_model else 0
         visible = self.visible_rows()
         self._syncing_scrollbar = True
         self.scrollbar.setRange(0, max(0, math.ceil(n - visible + 0.5)))
@@ -181,32 +185,15 @@ class TimelineNavigation:
             start = self._iteration_cursor if self._iteration_cursor >= 0 else (-1 if delta > 0 else 0)
             self.zoom_to_iteration(start + delta)
 
-    def zoom_to_selection(self) -> None:
-        if self.overlay.measure is not None:
-            a, b = self.overlay.measure
-            self.zoom_to(a, b, pad=0.02)
-        elif self.selected is not None:
-            s, e = self.event_span_ms(self.selected)
-            self.zoom_to(s, max(e, s + 1e-3), pad=0.15)
-
-    def clear_marks(self) -> None:
-        self.overlay.measure = None
-        self.select(None)
-
-    if TYPE_CHECKING:  # provided by the selection and search parts of the view
-
-        def event_span_ms(self, hit: Hit) -> tuple[float, float]: ...
-        def select(self, hit: Hit | None, reveal: bool = False) -> None: ...
-        def step_match(self, delta: int) -> Hit | None: ...
-
     # ------------------------------------------------------------------ keys
     def handle_key(self, ev: QKeyEvent) -> bool:
+        """Act on a navigation key; False if ``ev`` is not one."""
         key = ev.key()
         k = Qt.Key
         if key in (k.Key_W, k.Key_Plus, k.Key_Equal):
-            self.zoom(ZOOM_STEP, self._cursor_x())
+            self.zoom(ZOOM_STEP, self.cursor_x())
         elif key in (k.Key_S, k.Key_Minus):
-            self.zoom(1 / ZOOM_STEP, self._cursor_x())
+            self.zoom(1 / ZOOM_STEP, self.cursor_x())
         elif key in (k.Key_A, k.Key_Left):
             self.pan(-PAN_STEP)
         elif key in (k.Key_D, k.Key_Right):
@@ -217,25 +204,17 @@ class TimelineNavigation:
             self.scroll_rows(3)
         elif key in (k.Key_PageUp, k.Key_PageDown):
             self.scroll_rows((1 if key == k.Key_PageDown else -1) * self.visible_rows() * 0.9)
-        elif key == k.Key_F:
-            self.zoom_to_selection()
         elif key in (k.Key_0, k.Key_Home, k.Key_R):
             self.reset_view()
         elif key == k.Key_BracketRight:
             self.step_iteration(1)
         elif key == k.Key_BracketLeft:
             self.step_iteration(-1)
-        elif key == k.Key_N:
-            self.step_match(1)
-        elif key == k.Key_P:
-            self.step_match(-1)
-        elif key == k.Key_Escape:
-            self.clear_marks()
         else:
             return False
         return True
 
-    def _cursor_x(self) -> float | None:
+    def cursor_x(self) -> float | None:
         pos = self.canvas.mapFromGlobal(QCursor.pos())
         if not self.canvas.rect().contains(pos):
             return None

@@ -4,30 +4,30 @@ from the measured ones, a ghost outline of every predicted task, a predicted row
 measured row, or the predicted ranks alone), or in rows of their own when the estimator rebuilt the
 ranks.
 
-:class:`PredictionLayers` is one part of :class:`~app.timeline.timeline_view.TimelineView`: it
-builds the layers and the row layout for what is shown and installs them, keeping the visible time
-range, rows and collapsed groups.
+:class:`PredictionLayers` is one part owned by :class:`~app.timeline.timeline_view.TimelineView`:
+it builds the layers and the row layout for what is shown (in the rank grouping's order) and
+installs them, keeping the visible time range, rows and collapsed groups; its signals tell the other
+parts before (:attr:`~PredictionLayers.replacing`) and after (:attr:`~PredictionLayers.installed`).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-import numpy as np
-from PySide6.QtCore import Signal
+from PySide6.QtCore import QObject, Signal
 
 from app.loaded_job import LoadedJob
-from app.theme import Theme
-from app.timeline.canvas import LaneLabelAxis, TimelineViewBox
-from app.timeline.hit import PREDICTED, Hit
+from app.timeline.canvas import LaneLabelAxis
+from app.timeline.hit import PREDICTED
 from app.timeline.lane_data import empty_table
 from app.timeline.lane_layout import LaneLayout
 from app.timeline.layer import IterationMark, Layer, LayerStyle
 from app.timeline.memory_lane import MemoryLaneItem
+from app.timeline.navigation import TimelineNavigation
 from app.timeline.overlay_data import PredictedOverlay, measured_marks
+from app.timeline.rank_grouping import RankGrouping
 from app.timeline.row_tables import JoinedTables
 from app.timeline.span_item import OverlayItem, TimelineItem
 from app.timeline.stall_item import StallItem
+from app.timeline.state import TimelineState
 
 OVERLAY_MODES: dict[str, str] = {
     "differences": "Differences: predicted outlined only where it differs visibly",
@@ -43,44 +43,34 @@ GHOST_COLOR = {"light": "#111827", "dark": "#F5F5F5"}
 VISIBLE_DIFF_PX = 2.0
 
 
-class PredictionLayers:
+class PredictionLayers(QObject):
     """The measured and predicted layers and their row layout (see the module docstring)."""
 
-    theme: Theme
-    loaded: LoadedJob | None
-    layout_model: LaneLayout | None
-    label_axis: LaneLabelAxis
-    view_box: TimelineViewBox
-    item: TimelineItem
-    overlay: OverlayItem
-    memory_item: MemoryLaneItem
-    stall_item: StallItem
-    selected: Hit | None
-    hover_hit: Hit | None
-    match_masks: list[np.ndarray | None]
-    selection_changed: Signal
+    replacing = Signal()  # the predicted layer is about to change
+    installed = Signal()  # new layers and rows are in place
 
-    prediction: PredictedOverlay | None = None
-    overlay_mode = "ghost"
-    show_measured_marks = True
-    show_reference = True  # measured ranks below predicted ranks built anew
-
-    # the rank grouping's order, labels and collapsed ranks (set by app.timeline.rank_grouping)
-    group_order: list[int] | None = None
-    group_labels: list[str] | None = None
-    group_collapsed: set[int] = set()
-    regrouped = False  # the grouping changed: its collapsed ranks replace the current ones
-
-    if TYPE_CHECKING:  # provided by the navigation and selection parts of the view
-
-        def x_range(self) -> tuple[float, float]: ...
-        def y_range(self) -> tuple[float, float]: ...
-        def full_range(self) -> tuple[float, float]: ...
-        def zoom_to(self, x0: float, x1: float, pad: float = 0.0) -> None: ...
-        def scroll_to_row(self, top: float) -> None: ...
-        def sync_scrollbar(self) -> None: ...
-        def set_iterations(self, marks: list[list[IterationMark]], reset_cursor: bool) -> None: ...
-        def refresh_overlay(self) -> None: ...
+    def __init__(
+        self,
+        state: TimelineState,
+        nav: TimelineNavigation,
+        grouping: RankGrouping,
+        label_axis: LaneLabelAxis,
+        item: TimelineItem,
+        memory_item: MemoryLaneItem,
+        stall_item: StallItem,
+        overlay: OverlayItem,
+    ) -> None:
+        super().__init__(nav)
+        self.state = state
+        self.nav = nav
+        self.grouping = grouping
+        self.label_axis = label_axis
+        self.item = item
+        self.memory_item = memory_item
+        self.stall_item = stall_item
+        self.overlay = overlay
+        self.show_measured_marks = True
+        self.show_reference = True  # measured ranks below predicted ranks built anew
 
     def set_prediction(self, prediction: PredictedOverlay | None, mode: str | None = None) -> None:
         """Draw ``prediction`` (None: the measured job alone) in ``mode`` (one of OVERLAY_MODES;
@@ -88,24 +78,13 @@ class PredictionLayers:
         if mode is not None:
             if mode not in OVERLAY_MODES:
                 raise ValueError(f"unknown overlay mode {mode!r}")
-            self.overlay_mode = mode
-        self.prediction = prediction
-        if self.selected is not None and self.selected.layer == PREDICTED:
-            self.selected = None
-            self.selection_changed.emit(None)
-        self.hover_hit = None
-        self._apply_layers()
+            self.state.overlay_mode = mode
+        self.state.prediction = prediction
+        self.replacing.emit()
+        self.apply_layers()
 
     def set_overlay_mode(self, mode: str) -> None:
-        self.set_prediction(self.prediction, mode)
-
-    @property
-    def shown_mode(self) -> str:
-        """What is drawn now: "measured" without a prediction, "separate" for predicted ranks
-        that are not the traced ones (they get their own rows), else the overlay mode."""
-        if self.prediction is None:
-            return "measured"
-        return "separate" if self.prediction.separate else self.overlay_mode
+        self.set_prediction(self.state.prediction, mode)
 
     def predicted_style(self, mode: str) -> LayerStyle:
         """How the predicted layer is drawn in ``mode``: the ghost is an outline in one colour in a
@@ -117,17 +96,20 @@ class PredictionLayers:
                 height=0.94,
                 outline=True,
                 labels=False,
-                color=GHOST_COLOR.get(self.theme.name),
+                color=GHOST_COLOR.get(self.state.theme.name),
                 min_diff_px=VISIBLE_DIFF_PX if mode == "differences" else 0.0,
             )
         return LayerStyle()
 
-    def _apply_layers(self) -> None:
-        loaded = self.loaded
+    def apply_layers(self, regrouped: bool = False) -> None:
+        """Build and install the layers and rows of what is shown; ``regrouped``: the rank
+        grouping changed, its collapsed ranks replace the current ones."""
+        loaded = self.state.loaded
         if loaded is None:
             return
-        pred = self.prediction
-        mode = self.shown_mode
+        pred = self.state.prediction
+        mode = self.state.shown_mode
+        grouping = self.grouping
         if pred is not None and pred.separate:
             self._apply_separate(loaded, pred)
             return
@@ -147,18 +129,17 @@ class PredictionLayers:
                 ]
             if mode == "predicted" or not self.show_measured_marks:
                 marks = pred.iterations
-        old = self.layout_model
+        old = self.state.layout_model
         layout = LaneLayout(
             loaded.job.ranks,
             loaded.tables,
-            labels if labels is not None else self.group_labels,
+            labels if labels is not None else grouping.group_labels,
             paired=mode == "paired",
             only_layer=PREDICTED if mode == "predicted" else None,
-            order=self.group_order,  # the rank grouping (app.timeline.rank_grouping) applies to both layers
+            order=grouping.group_order,  # the rank grouping (app.timeline.rank_grouping) applies to both layers
         )
-        if self.regrouped:
-            self.regrouped = False
-            layout.collapsed_ranks = set(self.group_collapsed)
+        if regrouped:
+            layout.collapsed_ranks = set(grouping.group_collapsed)
             layout.rebuild()
         elif old is not None and len(old.ranks) == len(layout.ranks):
             layout.collapsed_ranks = set(old.collapsed_ranks)
@@ -190,7 +171,7 @@ class PredictionLayers:
             labels = [f"measured rank {t.rank} · for reference" for t in loaded.job.ranks] + list(pred.labels)
             order = list(range(n, n + m)) + (list(range(n)) if self.show_reference else [])
         layout = LaneLayout(ranks, JoinedTables(loaded.tables, pred.tables), labels, order=order)
-        old = self.layout_model
+        old = self.state.layout_model
         if old is not None and len(old.ranks) == len(ranks) and old.order == order:
             layout.collapsed_ranks = set(old.collapsed_ranks)
             layout.expanded_cpu = set(old.expanded_cpu)
@@ -200,25 +181,24 @@ class PredictionLayers:
         self._install(layers, layout, [*measured_marks(loaded), *pred.iterations])
 
     def _install(self, layers: list[Layer], layout: LaneLayout, marks: list[list[IterationMark]]) -> None:
-        top, _ = self.y_range()
-        x0, x1 = self.x_range()
-        lo, hi = self.full_range()
+        nav = self.nav
+        top, _ = nav.y_range()
+        x0, x1 = nav.x_range()
+        lo, hi = nav.full_range()
         whole = x0 <= lo + 1e-9 and x1 >= hi - 1e-9  # showing everything: keep showing everything
-        self.layout_model = layout
+        self.state.layout_model = layout
         self.label_axis.layout_model = layout
         self.item.set_data(layers, layout, marks)
         self.memory_item.layout = layout  # measured memory bands follow the new rows
         self.stall_item.layout = layout  # and so do the measured lanes' unexplained delays
-        if self.match_masks:
-            self.item.set_match_masks(self.match_masks)
-        self.set_iterations(marks, reset_cursor=False)
+        nav.set_iterations(marks, reset_cursor=False)
         self.overlay.set_extent(self.item.data_extent())
-        self.sync_scrollbar()
-        self.scroll_to_row(top)
+        nav.sync_scrollbar()
+        nav.scroll_to_row(top)
         if whole:
-            lo, hi = self.full_range()
-            self.zoom_to(lo, hi, pad=0.01)
+            lo, hi = nav.full_range()
+            nav.zoom_to(lo, hi, pad=0.01)
         else:
-            self.view_box.setXRange(x0, x1, padding=0)
-        self.refresh_overlay()
+            nav.view_box.setXRange(x0, x1, padding=0)
         self.label_axis.update()
+        self.installed.emit()  # the search's highlights and the selection box follow the new rows

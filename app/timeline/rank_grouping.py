@@ -2,19 +2,19 @@
 stage, DP replica, TP group, from :mod:`lumos_core.whatif.rank_groups`) and to show one
 representative rank per group (expanded) or every member (the others collapsed to their header row).
 
-A mixin of :class:`~app.timeline.timeline_view.TimelineView`: it replaces the view's lane layout
-with one whose ``order`` and labels follow the groups. Grouping applies to both layers of a prediction
+:class:`RankGrouping` is one part owned by :class:`~app.timeline.timeline_view.TimelineView`: it
+works out the rank ``order``, labels and collapsed ranks of the groups and emits
+:attr:`RankGrouping.regrouped`; the predicted-layer part builds the lane layout from them. Grouping applies to both layers of a prediction
 overlaid on the traced ranks; predicted ranks built anew (another layout) keep their own rows.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from PySide6.QtCore import QObject, Signal
 from PySide6.QtWidgets import QCheckBox, QComboBox, QHBoxLayout, QLabel, QWidget
 
 from app.loaded_job import LoadedJob, opening_grouping
-from app.timeline.lane_layout import LaneLayout
+from app.timeline.state import TimelineState
 from lumos_core.whatif.rank_groups import RankGroup, rank_groups
 
 GROUPING_CHOICES = [
@@ -54,36 +54,26 @@ class GroupingBar(QWidget):
         lay.addWidget(self.note, 1)
 
 
-class RankGrouping:
+class RankGrouping(QObject):
     """Grouping of the view's ranks (see the module docstring)."""
 
-    grouping: str = ""
-    groups: list[RankGroup] = []
+    regrouped = Signal(bool)  # the groups changed: lay the rows out again (and scroll to the top?)
 
-    if TYPE_CHECKING:
-        from app.timeline.overview import OverviewStrip
-        from app.timeline.span_item import TimelineItem
+    def __init__(self, state: TimelineState, bar: GroupingBar) -> None:
+        super().__init__(bar)
+        self.state = state
+        self.grouping_bar = bar
+        self.reset()
+        bar.combo.currentIndexChanged.connect(lambda _i: self.apply_grouping())
+        bar.one_per_group.toggled.connect(lambda _on: self.apply_grouping())
 
-        loaded: LoadedJob | None
-        layout_model: LaneLayout | None
-        prediction: object
-        overview: OverviewStrip
-        grouping_bar: GroupingBar
-
-        item: TimelineItem
-
-        group_order: list[int] | None
-        group_labels: list[str] | None
-        group_collapsed: set[int]
-        regrouped: bool
-        shown_mode: str
-
-        def _apply_layers(self) -> None: ...
-        def scroll_to_row(self, top: float) -> None: ...
-
-    def wire_grouping(self) -> None:
-        self.grouping_bar.combo.currentIndexChanged.connect(lambda _i: self.apply_grouping())
-        self.grouping_bar.one_per_group.toggled.connect(lambda _on: self.apply_grouping())
+    def reset(self) -> None:
+        """No groups (a new job, until its grouping is applied)."""
+        self.grouping = ""
+        self.groups: list[RankGroup] = []
+        self.group_order: list[int] | None = None
+        self.group_labels: list[str] | None = None
+        self.group_collapsed: set[int] = set()
 
     def set_grouping(self, by: str, one_per_group: bool = True) -> None:
         """Group by "pp", "dp", "tp" or "" (rank order), showing one rank per group or all."""
@@ -99,8 +89,8 @@ class RankGrouping:
     def apply_grouping(self, scroll: bool = True) -> None:
         """Rebuild the rows for the bar's grouping (both layers when a prediction is overlaid on the
         traced ranks; predicted ranks built anew keep their own rows)."""
-        lj = self.loaded
-        if lj is None or self.layout_model is None:
+        lj = self.state.loaded
+        if lj is None or self.state.layout_model is None:
             return
         by = self.grouping_bar.combo.currentData() or ""
         one = self.grouping_bar.one_per_group.isChecked()
@@ -127,11 +117,7 @@ class RankGrouping:
             self.group_order, self.group_labels = order, labels
             shown = "one rank each" if one else "every member"
             self.grouping_bar.note.setText(f"{len(self.groups)} groups, {shown} (from {self.groups[0].how})")
-        self.regrouped = True
-        self._apply_layers()
-        self.regrouped = False
-        if scroll:
-            self.scroll_to_row(0)
+        self.regrouped.emit(scroll)
 
     def group_of(self, rank_index: int) -> RankGroup | None:
         return next((g for g in self.groups if rank_index in g.members), None)
@@ -139,8 +125,8 @@ class RankGrouping:
     def reveal_rank(self, rank_index: int) -> None:
         """Make sure the rank has rows: a member hidden behind its group's representative shows
         every member."""
-        lm = self.layout_model
-        if lm is None or lm.order is None or rank_index in lm.order or self.shown_mode == "separate":
+        lm = self.state.layout_model
+        if lm is None or lm.order is None or rank_index in lm.order or self.state.shown_mode == "separate":
             return
         if self.grouping:
             self.grouping_bar.one_per_group.setChecked(False)  # applies the grouping again

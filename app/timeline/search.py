@@ -1,53 +1,49 @@
 """Searching the timeline: tasks whose name contains a text, highlighted in every rank, and
 stepped through in time order (N / P).
 
-:class:`TimelineSearch` is one part of :class:`~app.timeline.timeline_view.TimelineView`; the
-highlight masks it hands the span item are kept (``match_masks``) so a relayout or a new
-prediction layer keeps them.
+:class:`TimelineSearch` is one part owned by :class:`~app.timeline.timeline_view.TimelineView`;
+stepping to a match emits :attr:`TimelineSearch.stepped` (the view selects it). The highlight
+masks it hands the span item are kept (``match_masks``) so a relayout or a new prediction layer
+keeps them.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
+from PySide6.QtCore import QObject, Signal
 
-from app.loaded_job import LoadedJob
 from app.timeline.hit import Hit
 from app.timeline.lane_data import drawable_events
 from app.timeline.row_tables import ready_table
 from app.timeline.span_item import TimelineItem
+from app.timeline.state import TimelineState
 
 
 def no_matches() -> tuple[np.ndarray, np.ndarray]:
     return np.zeros(0, np.int64), np.zeros(0, np.int64)
 
 
-class TimelineSearch:
+class TimelineSearch(QObject):
     """Name search over every rank (see the module docstring)."""
 
-    loaded: LoadedJob | None
-    item: TimelineItem
+    stepped = Signal(object)  # the Hit stepped to: select it and bring it into view
 
-    matches: tuple[np.ndarray, np.ndarray] = no_matches()  # rank indices, event indices; replaced
-    match_index = -1
-    match_masks: list[np.ndarray | None] = []  # per rank: which table rows match; replaced
-    event_masks: list[np.ndarray | None] = []  # per rank: which events match (tables built or not)
-
-    if TYPE_CHECKING:  # provided by the selection part of the view
-
-        def select(self, hit: Hit | None, reveal: bool = False) -> None: ...
+    def __init__(self, state: TimelineState, item: TimelineItem, parent: QObject) -> None:
+        super().__init__(parent)
+        self.state = state
+        self.item = item
+        self.clear_search()
 
     def clear_search(self) -> None:
         """Forget the matches (a new job); the span item is told by the caller's new data."""
-        self.matches = no_matches()
+        self.matches: tuple[np.ndarray, np.ndarray] = no_matches()  # rank indices, event indices
         self.match_index = -1
-        self.match_masks = []
-        self.event_masks = []
+        self.match_masks: list[np.ndarray | None] = []  # per rank: which table rows match; replaced
+        self.event_masks: list[np.ndarray | None] = []  # per rank: which events match (built or not)
 
     def set_search(self, text: str) -> int:
         """Highlight tasks whose name contains ``text`` (case-insensitive); returns the count."""
-        loaded = self.loaded
+        loaded = self.state.loaded
         self.match_index = -1
         self.event_masks = []
         if loaded is None or not text.strip():
@@ -88,7 +84,7 @@ class TimelineSearch:
     def fill_match_masks(self) -> None:
         """The highlight masks (over table rows) of the ranks whose tables are built: at a search,
         and again whenever more tables are built."""
-        loaded = self.loaded
+        loaded = self.state.loaded
         if loaded is None or not self.event_masks:
             return
         changed = False
@@ -100,6 +96,11 @@ class TimelineSearch:
                 self.match_masks[ri] = emask[table.event]
                 changed = True
         if changed or not any(m is not None for m in self.match_masks):
+            self.item.set_match_masks(self.match_masks)
+
+    def reapply(self) -> None:
+        """New layers in the span item: give it the highlight masks again."""
+        if self.match_masks:
             self.item.set_match_masks(self.match_masks)
 
     @property
@@ -114,5 +115,5 @@ class TimelineSearch:
             (self.match_index + delta) % n if self.match_index >= 0 else (0 if delta > 0 else n - 1)
         )
         hit = Hit(int(self.matches[0][self.match_index]), int(self.matches[1][self.match_index]))
-        self.select(hit, reveal=True)
+        self.stepped.emit(hit)
         return hit

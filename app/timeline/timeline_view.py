@@ -13,21 +13,22 @@ estimate as a second layer, drawn in one of :data:`OVERLAY_MODES`: a ghost outli
 tasks, a predicted row under every measured row, or the predicted ranks alone. Picking, selection
 and hover work on both layers (:attr:`Hit.layer`).
 
-:class:`TimelineView` is assembled from one part per job, each in its own module: navigation
-(:mod:`app.timeline.navigation`), picking and selection (:mod:`app.timeline.selection`), search
-(:mod:`app.timeline.search`) and the predicted layer (:mod:`app.timeline.prediction_layers`); the
-pyqtgraph pieces are in :mod:`app.timeline.canvas`. This module builds the widget, loads a job and
-handles rows (collapse, expand) and the theme.
+:class:`TimelineView` owns one part per job, each in its own module, and wires their signals:
+navigation (:mod:`app.timeline.navigation`), picking and selection (:mod:`app.timeline.selection`),
+search (:mod:`app.timeline.search`), the rank grouping (:mod:`app.timeline.rank_grouping`), the
+predicted layer (:mod:`app.timeline.prediction_layers`), the rows (:mod:`app.timeline.lane_rows`)
+and the row tables built on demand (:mod:`app.timeline.table_feed`). The parts share one plain
+:class:`~app.timeline.state.TimelineState` and never reach into each other; the view's public names
+forward to the part that owns them. The pyqtgraph pieces are in :mod:`app.timeline.canvas`. This
+module builds the widget, loads a job and applies the theme.
 """
 
 from __future__ import annotations
 
-import time
-
 import pyqtgraph as pg
-from PySide6.QtCore import Qt, QTimer, Signal
-from PySide6.QtGui import QColor
-from PySide6.QtWidgets import QApplication, QHBoxLayout, QScrollBar, QVBoxLayout, QWidget
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QColor, QKeyEvent
+from PySide6.QtWidgets import QHBoxLayout, QScrollBar, QVBoxLayout, QWidget
 
 from app.loaded_job import LoadedJob
 from app.theme import LIGHT, Theme
@@ -39,7 +40,8 @@ from app.timeline.canvas import (
     TimelineViewBox,
 )
 from app.timeline.hit import MEASURED, PREDICTED, Hit
-from app.timeline.lane_layout import LaneLayout, RowKind
+from app.timeline.lane_layout import LaneLayout
+from app.timeline.lane_rows import LaneRows
 from app.timeline.layer import Layer
 from app.timeline.memory_lane import MemoryLaneItem, curve_for
 from app.timeline.navigation import ROW_PX, TimelineNavigation
@@ -47,11 +49,12 @@ from app.timeline.overlay_data import measured_marks
 from app.timeline.overview import OverviewStrip
 from app.timeline.prediction_layers import GHOST_COLOR, OVERLAY_MODES, PredictionLayers
 from app.timeline.rank_grouping import GroupingBar, RankGrouping, default_grouping
-from app.timeline.row_table_loader import RowTableLoader
 from app.timeline.search import TimelineSearch
 from app.timeline.selection import TimelineSelection
 from app.timeline.span_item import OverlayItem, TimelineItem
 from app.timeline.stall_item import StallItem, stalls_of
+from app.timeline.state import Forward, TimelineState
+from app.timeline.table_feed import TableFeed
 
 __all__ = [
     "GHOST_COLOR",
@@ -66,9 +69,7 @@ __all__ = [
 ]
 
 
-class TimelineView(
-    TimelineNavigation, TimelineSelection, TimelineSearch, PredictionLayers, RankGrouping, QWidget
-):
+class TimelineView(QWidget):
     """Rows of all ranks, navigation, hover, selection and search (see the module docstring)."""
 
     selection_changed = Signal(object)  # Hit or None
@@ -77,11 +78,71 @@ class TimelineView(
     view_changed = Signal()
     first_paint = Signal(float)  # seconds the first paint of a new job took
 
+    # the public face: each name is the owning part's (read and written there)
+    loaded = Forward("state")
+    layout_model = Forward("state")
+    prediction = Forward("state")
+    overlay_mode = Forward("state")
+    shown_mode = Forward("state")
+    n_measured = Forward("state")
+    x_range = Forward("nav")
+    y_range = Forward("nav")
+    visible_rows = Forward("nav")
+    full_range = Forward("nav")
+    zoom_to = Forward("nav")
+    zoom = Forward("nav")
+    pan = Forward("nav")
+    pan_by = Forward("nav")
+    reset_view = Forward("nav")
+    scroll_rows = Forward("nav")
+    scroll_to_row = Forward("nav")
+    ensure_row_visible = Forward("nav")
+    sync_scrollbar = Forward("nav")
+    iteration_names = Forward("nav")
+    zoom_to_iteration = Forward("nav")
+    step_iteration = Forward("nav")
+    selected = Forward("selection")
+    select = Forward("selection")
+    pick = Forward("selection")
+    describe = Forward("selection")
+    describe_stall = Forward("selection")
+    event_span_ms = Forward("selection")
+    row_of_event = Forward("selection")
+    layer_rank = Forward("selection")
+    predicted_index = Forward("selection")
+    refresh_overlay = Forward("selection")
+    zoom_to_selection = Forward("selection")
+    clear_marks = Forward("selection")
+    set_search = Forward("search")
+    step_match = Forward("search")
+    matches = Forward("search")
+    match_index = Forward("search")
+    match_count = Forward("search")
+    match_masks = Forward("search")
+    set_prediction = Forward("layers")
+    set_overlay_mode = Forward("layers")
+    predicted_style = Forward("layers")
+    show_reference = Forward("layers")
+    show_measured_marks = Forward("layers")
+    set_grouping = Forward("rank_grouping")
+    grouping = Forward("rank_grouping")
+    groups = Forward("rank_grouping")
+    group_of = Forward("rank_grouping")
+    grouping_bar = Forward("rank_grouping")
+    toggle_row = Forward("rows")
+    relayout = Forward("rows")
+    jump_to_rank = Forward("rows")
+    ranks_in_view = Forward("rows")
+    set_all_ranks_collapsed = Forward("rows")
+    set_all_cpu_expanded = Forward("rows")
+    tables_pending = Forward("feed")
+    wait_drawn = Forward("feed")
+    row_loader = Forward("feed")
+
     def __init__(self, theme: Theme = LIGHT, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.theme = theme
-        self.loaded: LoadedJob | None = None
-        self.layout_model: LaneLayout | None = None
+        self.state = TimelineState(theme)
         self._awaiting_first_paint = False
 
         self.view_box = TimelineViewBox(self)
@@ -103,20 +164,17 @@ class TimelineView(
         self.item = TimelineItem(theme)
         self.overlay = OverlayItem(theme)
         self.memory_item = MemoryLaneItem(theme)
-        self.view_box.addItem(self.item, ignoreBounds=True)
-        self.view_box.addItem(self.memory_item, ignoreBounds=True)
-        self.memory_item.setZValue(5)
         self.stall_item = StallItem(theme)
-        self.view_box.addItem(self.stall_item, ignoreBounds=True)
-        self.stall_item.setZValue(6)
-        self.view_box.addItem(self.overlay, ignoreBounds=True)
-        self.overlay.setZValue(10)
+        for z, it in ((None, self.item), (5, self.memory_item), (6, self.stall_item), (10, self.overlay)):
+            self.view_box.addItem(it, ignoreBounds=True)
+            if z is not None:
+                it.setZValue(z)
         self.scrollbar = QScrollBar(Qt.Orientation.Vertical)
         self.scrollbar.setSingleStep(1)
         # the job overview above the lanes, lined up with the plot area (see app.timeline.overview)
         self.overview = OverviewStrip(theme)
-        self.grouping_bar = GroupingBar()
-        self.grouping_bar.setVisible(False)
+        bar = GroupingBar()
+        bar.setVisible(False)
         lanes = QHBoxLayout()
         lanes.setContentsMargins(0, 0, 0, 0)
         lanes.setSpacing(0)
@@ -125,44 +183,53 @@ class TimelineView(
         lay = QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
         lay.setSpacing(2)
-        lay.addWidget(self.grouping_bar)
+        lay.addWidget(bar)
         lay.addWidget(self.overview)
         lay.addLayout(lanes, 1)
 
-        self.wire_navigation()
+        # the parts, each given what it works on
+        st = self.state
+        self.nav = TimelineNavigation(
+            st, self.view_box, self.canvas, self.label_axis, self.scrollbar, self.item
+        )
+        sel = TimelineSelection(st, self.nav, self.view_box, self.canvas, self.overlay, self.stall_item)
+        self.selection = sel
+        self.search = TimelineSearch(st, self.item, self)
+        self.rank_grouping = RankGrouping(st, bar)
+        items = (self.item, self.overlay, self.memory_item, self.stall_item)
+        self.layers = PredictionLayers(st, self.nav, self.rank_grouping, self.label_axis, *items)
+        self.rows = LaneRows(
+            st, self.nav, self.rank_grouping, self.canvas, self.label_axis, self.overview, items
+        )
+        self.feed = TableFeed(self.item, self.canvas, self.overview)
+
+        # how they talk: signals, wired here only
+        sel.selection_changed.connect(self.selection_changed)
+        sel.hovered.connect(self.hovered)
+        sel.measured.connect(self.measured)
+        self.search.stepped.connect(lambda hit: sel.select(hit, reveal=True))
+        self.layers.replacing.connect(sel.forget_predicted)
+        self.layers.installed.connect(self.search.reapply)
+        self.layers.installed.connect(sel.refresh_overlay)
+        # the grouping bar works unless the predicted ranks have rows of their own
+        self.layers.replacing.connect(lambda: bar.setEnabled(st.shown_mode != "separate"))
+        self.rank_grouping.regrouped.connect(self._regroup)
+        self.rows.relaid.connect(sel.refresh_overlay)
+        self.feed.built.connect(self.search.fill_match_masks)  # the search highlights new lanes too
+        self.feed.built.connect(self.item.invalidate)
         self.view_box.sigRangeChanged.connect(self._on_range_changed)
-        self.wire_pointer()
-        self.label_axis.sigRowClicked.connect(self.toggle_row)
         self.item.sigPainted.connect(self._on_painted)
-        # lanes whose row tables are not built yet are built on a worker, then repainted
-        self.row_loader = RowTableLoader(self)
-        self._missing: list[tuple[int, int]] = []
-        self._ask_timer = QTimer(self)
-        self._ask_timer.setSingleShot(True)
-        self._ask_timer.setInterval(0)  # after the paint that found them, never inside it
-        self._ask_timer.timeout.connect(self._ask_for_tables)
-        self.item.sigTablesMissing.connect(self._on_tables_missing)
-        self.row_loader.built.connect(self._on_tables_built)
-        self.view_box.sigResized.connect(self._follow_overview)
-        self.overview.rank_clicked.connect(self.jump_to_rank)
-        self.wire_grouping()
         self.apply_theme(theme)
 
     # ------------------------------------------------------------------ data
     def set_job(self, loaded: LoadedJob | None) -> None:
-        self.row_loader.forget()
-        self._missing = []
-        self.loaded = loaded
-        self.prediction = None
-        self.selected = None
-        self.hover_hit = None
-        self.clear_search()
-        self.overlay.selection = None
-        self.overlay.arrow = None
-        self.overlay.measure = None
-        self.grouping_bar.setVisible(loaded is not None and len(loaded.job.ranks) > 1)
-        self.groups, self.grouping = [], ""
-        self.group_order, self.group_labels, self.group_collapsed = None, None, set()
+        self.feed.forget()
+        st = self.state
+        st.loaded, st.prediction = loaded, None
+        self.selection.reset()
+        self.search.clear_search()
+        self.rank_grouping.grouping_bar.setVisible(loaded is not None and len(loaded.job.ranks) > 1)
+        self.rank_grouping.reset()
         if loaded is None:
             self.overview.set_job([], [])
         else:
@@ -170,7 +237,7 @@ class TimelineView(
         if loaded is not None and loaded.stragglers is not None:
             self.overview.set_flagged({r.rank_index: r.why for r in loaded.stragglers.flagged})
         if loaded is None:
-            self.layout_model = None
+            st.layout_model = None
             self.label_axis.layout_model = None
             self.item.layers = []
             self.item.invalidate()
@@ -179,158 +246,74 @@ class TimelineView(
             self.overlay.update()
             return
         ranks = loaded.job.ranks
-        self.layout_model = LaneLayout(ranks, loaded.tables)
-        self.label_axis.layout_model = self.layout_model
+        layout = st.layout_model = LaneLayout(ranks, loaded.tables)
+        self.label_axis.layout_model = layout
         marks = measured_marks(loaded)
-        self.item.set_data([Layer("measured", ranks, loaded.tables)], self.layout_model, marks)
-        self.overlay.set_extent(self.item.data_extent())
+        self.item.set_data([Layer("measured", ranks, loaded.tables)], layout, marks)
+        extent = self.item.data_extent()
+        self.overlay.set_extent(extent)
         memory = loaded.memory or [[] for _ in ranks]
-        self.memory_item.set_data(
-            self.layout_model, [curve_for(r, m) for r, m in zip(ranks, memory)], self.item.data_extent()
-        )
-        self.stall_item.set_data(self.layout_model, stalls_of(loaded), self.item.data_extent())
-        self.set_iterations(marks, reset_cursor=True)
+        self.memory_item.set_data(layout, [curve_for(r, m) for r, m in zip(ranks, memory)], extent)
+        self.stall_item.set_data(layout, stalls_of(loaded), extent)
+        self.nav.set_iterations(marks, reset_cursor=True)
         self._awaiting_first_paint = True
-        self.sync_scrollbar()
-        self.reset_view()
-        self.set_grouping(default_grouping(loaded))
+        self.nav.sync_scrollbar()
+        self.nav.reset_view()
+        self.rank_grouping.set_grouping(default_grouping(loaded))
         self.selection_changed.emit(None)
 
     def set_summaries(self, loaded: LoadedJob) -> None:
         """What arrives with the job's summaries, after its lanes: the unexplained GPU delays."""
-        if loaded is not self.loaded or self.layout_model is None:
+        if loaded is not self.state.loaded or self.state.layout_model is None:
             return
-        self.stall_item.set_data(self.layout_model, stalls_of(loaded), self.item.data_extent())
+        self.stall_item.set_data(self.state.layout_model, stalls_of(loaded), self.item.data_extent())
 
     def shutdown(self, timeout_ms: int = 60_000) -> None:
-        """Stop and wait for the worker that builds row tables (before the view goes away)."""
-        self._ask_timer.stop()
-        self.row_loader.shutdown(timeout_ms)
+        """Stop and wait for the workers that build row tables and bin the overview (before the
+        view goes away)."""
+        self.feed.shutdown(timeout_ms)
         self.overview.shutdown(timeout_ms)
 
-    # ------------------------------------------------------------------ row tables
-    @property
-    def tables_pending(self) -> bool:
-        """Row tables were asked for and are not all built yet."""
-        return self._ask_timer.isActive() or self.row_loader.busy
+    def handle_key(self, ev: QKeyEvent) -> bool:
+        """Keys: navigation's, then F zoom to the selection, N/P step matches, Esc clears."""
+        if self.nav.handle_key(ev):
+            return True
+        k = Qt.Key
+        action = {
+            k.Key_F: self.selection.zoom_to_selection,
+            k.Key_N: lambda: self.search.step_match(1),
+            k.Key_P: lambda: self.search.step_match(-1),
+            k.Key_Escape: self.selection.clear_marks,
+        }.get(Qt.Key(ev.key()))
+        if action is None:
+            return False
+        action()
+        return True
 
-    def wait_drawn(self, timeout_s: float = 30.0) -> bool:
-        """Process events until every row in view is drawn with its table and the overview is
-        binned (for offscreen grabs: screenshots, tests); False if that took over ``timeout_s``."""
-        end = time.monotonic() + timeout_s
-        self.canvas.grab()  # a paint reports the tables it lacks
-        while time.monotonic() < end:
-            QApplication.processEvents()
-            if self.tables_pending or self.overview.binning:
-                time.sleep(0.005)
-                continue
-            self.canvas.grab()
-            if not self.item.last_missing and not self.tables_pending:
-                return True
-        return False
-
-    def _on_tables_missing(self, missing: list[tuple[int, int]]) -> None:
-        self._missing = missing
-        self._ask_timer.start()
-
-    def _ask_for_tables(self) -> None:
-        self.row_loader.request([layer.tables for layer in self.item.layers], self._missing)
-
-    def _on_tables_built(self) -> None:
-        self.fill_match_masks()  # the search highlights the newly built lanes too
-        self.item.invalidate()
-
-    # ------------------------------------------------------------------ rows
-    def toggle_row(self, row_index: int) -> None:
-        lm = self.layout_model
-        if lm is None or not 0 <= row_index < len(lm.rows):
-            return
-        row = lm.rows[row_index]
-        if row.kind == RowKind.RANK:
-            lm.toggle_rank(row.rank_index)
-        elif row.kind == RowKind.CPU_GROUP or (row.kind == RowKind.CPU and row.depth == 0):
-            lm.toggle_cpu(row.rank_index)
-        else:
-            return
-        self.relayout()
-
-    def relayout(self) -> None:
-        self.item.layout_changed()
-        self.overlay.set_extent(self.item.data_extent())
-        self.memory_item.set_extent(self.item.data_extent())
-        self.stall_item.set_extent(self.item.data_extent())
-        self.sync_scrollbar()
-        top, _ = self.y_range()
-        self.scroll_to_row(top)
-        self.refresh_overlay()
-        self.label_axis.update()
-
-    def set_prediction(self, prediction: object, mode: str | None = None) -> None:  # type: ignore[override]
-        """As :meth:`PredictionLayers.set_prediction`; the grouping bar works unless the predicted
-        ranks have rows of their own."""
-        super().set_prediction(prediction, mode)  # type: ignore[arg-type]
-        self.grouping_bar.setEnabled(self.shown_mode != "separate")
-
-    def jump_to_rank(self, rank_index: int) -> None:
-        """Scroll the lanes so that the rank's header row is the top row."""
-        self.reveal_rank(rank_index)
-        lm = self.layout_model
-        if lm is None or not 0 <= rank_index < len(lm.group_bounds):
-            return
-        first, end = lm.group_bounds[rank_index]
-        if end > first:  # a rank left out of the display order has no rows
-            self.scroll_to_row(float(first))
-
-    def ranks_in_view(self) -> tuple[int, int]:
-        """Smallest and largest rank index with a row in view ((0, -1) when none)."""
-        lm = self.layout_model
-        if lm is None or not lm.rows:
-            return 0, -1
-        top, bottom = self.y_range()
-        r0 = min(max(int(top), 0), len(lm.rows) - 1)
-        r1 = min(max(int(bottom), 0), len(lm.rows) - 1)
-        shown = {lm.rows[r].rank_index for r in range(r0, r1 + 1)}
-        return min(shown), max(shown)
-
-    def _follow_overview(self, *_: object) -> None:
-        """The overview follows the x range and the plot area, and outlines the ranks in view."""
-        if not self.overview.ranks or self.overview.isHidden():
-            return
-        area = self.canvas.mapFromScene(self.view_box.sceneBoundingRect()).boundingRect()
-        x0, x1 = self.x_range()
-        self.overview.in_view = self.ranks_in_view()
-        self.overview.follow(x0, x1, float(area.left()), float(area.width()))
-
-    def set_all_ranks_collapsed(self, collapsed: bool) -> None:
-        if self.layout_model:
-            self.layout_model.set_all_ranks_collapsed(collapsed)
-            self.relayout()
-
-    def set_all_cpu_expanded(self, expanded: bool) -> None:
-        if self.layout_model:
-            self.layout_model.set_all_cpu_expanded(expanded)
-            self.relayout()
+    def _regroup(self, scroll: bool) -> None:
+        self.layers.apply_layers(regrouped=True)
+        if scroll:
+            self.nav.scroll_to_row(0)
 
     # ------------------------------------------------------------------ theme
     def apply_theme(self, theme: Theme) -> None:
-        self.theme = theme
+        self.theme = self.state.theme = theme
         self.canvas.setBackground(QColor(theme.background))
         self.item.set_theme(theme)
-        if self.prediction is not None and len(self.item.layers) > 1:
-            self.item.layers[PREDICTED].style = self.predicted_style(self.shown_mode)
+        if self.state.prediction is not None and len(self.item.layers) > 1:
+            self.item.layers[PREDICTED].style = self.layers.predicted_style(self.state.shown_mode)
         self.overlay.theme = theme
         self.memory_item.theme = theme
         self.label_axis.theme = theme
         self.overview.apply_theme(theme)
-        for ax in (self.time_axis,):
-            ax.setPen(pg.mkPen(theme.muted))
-            ax.setTextPen(pg.mkPen(theme.foreground))
+        self.time_axis.setPen(pg.mkPen(theme.muted))
+        self.time_axis.setTextPen(pg.mkPen(theme.foreground))
         self.label_axis.update()
         self.overlay.update()
 
     # ------------------------------------------------------------------ view news
     def _on_range_changed(self, *_: object) -> None:
-        self._follow_overview()
+        self.rows.follow_overview()
         self.view_changed.emit()
 
     def _on_painted(self, seconds: float) -> None:
