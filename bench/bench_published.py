@@ -174,6 +174,7 @@ def load_rows() -> list[Row]:
                 recompute="full",
                 bucket_params=10**12,
                 p2p_blocks_cpu=True,
+                layer_sync=True,
             )
             fit = zlib.crc32(f"vtrain{i}".encode()) % 2 == 0
             rest = f"{n}|{gb}|{layers}|{tp}|{dp}|{pp}"
