@@ -24,7 +24,9 @@ interleaving, micro-batch 1 when pipelined, else 4 (unstated); T2: micro-batch 1
 T3/5: the table's micro-batch and interleaving, "full" = full recomputation without SP, the other
 column = SP + selective; vTrain: full recomputation (``use_checkpoint``), 1F1B, one gradient bucket
 (no bucketing: the all-reduce is exposed), blocking pipeline send/recv (Megatron-DeepSpeed runs its
-pipelines with DeepSpeed's engine, whose p2p calls hold the CPU). Excluded, with reason: Narayanan T2 ZeRO-3 rows (no
+pipelines with DeepSpeed's engine, whose p2p calls hold the CPU), and the CPU waiting for the GPU at each
+checkpointed layer boundary (``layer_sync``: DeepSpeed's activation checkpointing; without it, rows where
+host and GPU time are of a size come out 10-20 % too fast and the hidden/micro-batch ratios miss by 13-14 %). Excluded, with reason: Narayanan T2 ZeRO-3 rows (no
 ZeRO-3 model); Megatron-Bridge's table (every row is an MoE model with expert parallelism in
 MXFP8/NVFP4 on GB200/GB300: no MoE, FP8 or Blackwell-Ultra profile here; no H100 dense row).
 
@@ -174,6 +176,7 @@ def load_rows() -> list[Row]:
                 recompute="full",
                 bucket_params=10**12,
                 p2p_blocks_cpu=True,
+                layer_sync=True,
             )
             fit = zlib.crc32(f"vtrain{i}".encode()) % 2 == 0
             rest = f"{n}|{gb}|{layers}|{tp}|{dp}|{pp}"

@@ -154,7 +154,9 @@ A100 = GpuProfile(
     # a partial wave and epilogue), attention 0.55, and the host/framework time per operator is 9.2x
     # the nominal H100/PyTorch-2 costs (Megatron-DeepSpeed's hooks and Python on vTrain's node: its
     # overhead-bound regime). Hold-out: Narayanan T1 3.6 %, T2 2.5 %, Korthikanti T3/5 5.4 %, vTrain
-    # 9.9 % mean |error| vs 5.9 / 11.6 / 18.3 / 58.3 % for a constant 45 % of peak.
+    # 8.0 % mean |error| vs 5.9 / 11.6 / 18.3 / 58.3 % for a constant 45 % of peak (vTrain rows with
+    # the per-layer host-GPU sync of their activation checkpointing, ``layer_sync``; refitting with it
+    # returns the same four values).
     gemm_efficiency=0.675,
     gemm_fixed=20e-6,
     host_scale=9.2,

@@ -181,6 +181,10 @@ class SynthConfig:
     # The CPU blocks on each pipeline transfer (DeepSpeed's pipeline engine: synchronous send/recv)
     # instead of queueing it on a stream and running ahead (Megatron-LM). Trace-free only.
     p2p_blocks_cpu: bool = False
+    # The CPU waits for the GPU at every (checkpointed) layer boundary, forward and backward
+    # (DeepSpeed's activation checkpointing with synchronize_checkpoint_boundary, per-layer timers):
+    # host and GPU time of a layer then add up instead of overlapping across layers.
+    layer_sync: bool = False
     # ground truth for straggler detection: (rank, factor) pairs, that rank's kernels factor x longer
     slow_ranks: tuple[tuple[int, float], ...] = ()
 
@@ -276,6 +280,8 @@ class SynthConfig:
         d = asdict(self)
         if not self.slow_ranks:
             del d["slow_ranks"]  # the usual job's JSON (and demo cache key) as before the option
+        if not self.layer_sync:
+            del d["layer_sync"]  # likewise
         d["world_size"] = self.world_size
         return d
 

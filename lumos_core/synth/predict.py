@@ -242,7 +242,9 @@ def _pipeline(cfg: SynthConfig, stages: dict[tuple[int, int], _Stage], p2p: floa
                 cpu_start = max(cpu[s], arrival) if cfg.p2p_blocks_cpu else cpu[s]
                 gpu_start = max(free[s], arrival)
                 free[s] = max(cpu_start + ph.time, gpu_start + ph.gpu_only)
-                cpu[s] = cpu_start + ph.host
+                # A framework that syncs at layer boundaries (``layer_sync``) also waits for the
+                # phase's last layer before it issues the next phase.
+                cpu[s] = free[s] if cfg.layer_sync else cpu_start + ph.host
                 done[(phase, mb, piece)] = free[s]
                 pos[s] += 1
                 remaining -= 1

@@ -21,7 +21,7 @@ from lumos_core.synth.kernel_names import (
     SWIGLU,
     SWIGLU_BWD,
 )
-from lumos_core.synth.plan import FP32, KernelDesc, layer_annotation
+from lumos_core.synth.plan import FP32, OP_SYNC, KernelDesc, layer_annotation
 from lumos_core.synth.stage_attention import write_attention_core
 from lumos_core.synth.stage_writer import StageWriter, ns
 
@@ -33,6 +33,8 @@ class StageLayers(StageWriter):
         """One transformer layer forward (``name``: the annotation, e.g. for a recomputation)."""
         T, Ts, h = self.T, self.T_sp, self.h
         self.begin(th, name or layer_annotation(layer))
+        if self.cfg.layer_sync:  # the checkpoint boundary: the CPU waits for the GPU's queue to drain
+            self.ops.append((OP_SYNC, th))
         self.layernorm(th, Ts, h)
         self.tp_input(th, T * h)
         self.gemm(th, T, self.qkv_tp, h)
@@ -139,6 +141,8 @@ class StageLayers(StageWriter):
         Ts, h = self.T_sp, self.h
         cfg = self.cfg
         self.begin(th, layer_annotation(layer, backward=True))
+        if cfg.layer_sync and cfg.recompute != "full":  # (full: the recomputed forward syncs)
+            self.ops.append((OP_SYNC, th))
         # Activation recomputation: full re-runs the layer's forward (its TP collectives too) from
         # the stored input; selective re-runs only the attention core (Korthikanti et al. 2022).
         if cfg.recompute == "full":
