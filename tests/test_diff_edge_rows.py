@@ -1,5 +1,7 @@
-"""``lumos diff``: what only one job ran (a kernel that appeared or vanished, a family one side
-lacks) is a change, never noise, however small beside the runs' iteration spread."""
+"""``lumos diff`` on rows the noise mark and the bus bandwidth must not misread: what only one job
+ran (a kernel that appeared or vanished, a family one side lacks) is a change, never noise, however
+small beside the runs' iteration spread; a collective whose size the trace does not record has no
+bus bandwidth (not 0 GB/s) and an unknown group size prints as '?' (not -1)."""
 
 from __future__ import annotations
 
@@ -46,3 +48,27 @@ def test_appeared_rows_are_never_within_noise(tmp_path: Path) -> None:
     assert gemm["within_noise"]  # both ran it, unchanged: still marked
     text = format_diff(diff)
     assert "~ my_tiny_new_kernel" not in text and "my_tiny_new_kernel" in text
+
+
+def test_collective_without_size_has_no_bus_bandwidth(tmp_path: Path) -> None:
+    a = load_job(_job(tmp_path / "a", None), use_cache=False)
+    diff = diff_jobs(a, a)
+    rows = diff.as_dict()["collectives"]
+    assert rows and all(r["size_bytes"] < 0 for r in rows)
+    assert all(r["a_bus_bw_gbps"] is None and r["b_bus_bw_gbps"] is None for r in rows)
+    line = next(x for x in format_diff(diff).splitlines() if x.strip().startswith("AllReduce") and "?" in x)
+    assert " -1 " not in line and " 0.0 " not in line.split("?", 2)[-1], line
+
+
+def test_collective_table_header_says_what_the_counts_are(tmp_path: Path) -> None:
+    a = load_job(_job(tmp_path / "a", None), use_cache=False)
+    lines = format_diff(diff_jobs(a, a)).splitlines()
+    i = next(k for k, x in enumerate(lines) if "kind / group / size" in x)
+    assert "count per rank per iteration" in lines[i]
+    # right edges of the count columns line up with the rows'
+    row = lines[i + 1]
+    end = lines[i].index("A n/it") + len("A n/it")
+    assert row.lstrip().startswith("AllReduce") and row[end - 1].isdigit() and row[end] == " ", (
+        lines[i],
+        row,
+    )
