@@ -409,3 +409,33 @@ def test_cpu_ground_truth_mean_error_over_non_dp_knobs(cpu_base) -> None:
         errors.append(abs(pred / steady_ms(load_job(CPU_GPT / name, use_cache=False)) - 1))
     mean = sum(errors) / len(errors)
     assert mean <= NON_DP_TARGET + noise, (mean, noise, errors)
+
+
+@pytest.mark.parametrize("where", ["sub", ".", "sub/../deeper"])
+def test_cli_estimate_refuses_an_out_inside_the_traces(tmp_path: Path, where: str) -> None:
+    """Trace folders are read-only: --out inside (or equal to) the input folder is refused, exit 2,
+    with nothing written (the check comes before loading)."""
+    import shutil
+
+    traces = tmp_path / "traces"
+    shutil.copytree(CPU_GPT / "base", traces)
+    before = sorted(p.relative_to(traces) for p in traces.rglob("*"))
+    out = traces / where
+    cmd = [sys.executable, "-m", "lumos_core", "estimate", str(traces), "--dp", "4", "--out", str(out), "-q"]
+    p = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert p.returncode == 2, p.stderr
+    assert "read-only" in p.stderr and "Traceback" not in p.stderr
+    assert sorted(p.relative_to(traces) for p in traces.rglob("*")) == before
+
+
+def test_api_export_refuses_the_trace_folder(tmp_path: Path) -> None:
+    from lumos_core.api.results import EstimateReport
+    from lumos_core.errors import LumosError
+
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    report = EstimateReport(None, synthetic=False, stalls_kept=False, source=str(traces))  # type: ignore[arg-type]
+    for out in (traces, traces / "sub"):
+        with pytest.raises(LumosError, match="read-only"):
+            report.export(out)
+    assert list(traces.iterdir()) == []

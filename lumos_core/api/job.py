@@ -176,7 +176,9 @@ class Job:
         config = self.config.with_changes(**coerce_changes(knobs))
         check(config, self.baseline)
         result = self.estimator.estimate(config, progress=progress)
-        return EstimateReport(result, synthetic=self.data.is_synthetic, stalls_kept=self.keep_stalls)
+        return EstimateReport(
+            result, synthetic=self.data.is_synthetic, stalls_kept=self.keep_stalls, source=self.data.path
+        )
 
     def sweep(
         self,
