@@ -233,4 +233,5 @@ class Job:
             self.data, other.data, overrides_a=self.overrides, overrides_b=other.overrides, force=force,
             progress=progress, profile=self.profile, estimator=self.estimator,
         )  # fmt: skip
-        return ValidationReport(v, sample_label(self.profile, other.path))
+        synthetic = self.data.is_synthetic or other.data.is_synthetic
+        return ValidationReport(v, sample_label(self.profile, other.path), synthetic=synthetic)

@@ -193,6 +193,7 @@ class ValidationReport:
 
     result: Validation
     sample: str  # "hold-out: ..." or "in-sample: ..." (whether a profile was fitted on other)
+    synthetic: bool = False  # either job came from `lumos synth`: the error checks logic, not accuracy
 
     @property
     def error_pct(self) -> float:
@@ -204,7 +205,7 @@ class ValidationReport:
 
     def to_dict(self) -> dict[str, Any]:
         """As ``lumos validate --json``."""
-        return {**self.result.as_dict(), "sample": self.sample}
+        return {**self.result.as_dict(), "sample": self.sample, "synthetic": self.synthetic}
 
     def to_pandas(self, table: str = "components") -> Any:
         """Predicted vs measured per breakdown component (default), kernel family or collective kind
