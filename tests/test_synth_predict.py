@@ -227,3 +227,17 @@ def test_interleaving_bubble_matches_theory():
     # LM head make the chunks a little uneven)
     assert t[2] / t[1] == pytest.approx(0.9, abs=0.03)
     assert t[4] / t[1] == pytest.approx(0.85, abs=0.03)
+
+
+@pytest.mark.parametrize(
+    ("layers", "pp", "vp", "hint"),
+    [(126, 16, 1, "use --layers 128 (or 112)"), (30, 4, 1, "use --layers 28 (or 32)"), (5, 8, 1, "use --layers 8")],
+)
+def test_layers_that_do_not_split_name_the_nearest_that_do(layers: int, pp: int, vp: int, hint: str) -> None:
+    """Llama 3 405B's 126 layers over 16 stages: the error says which layer counts would split."""
+    from lumos_core.errors import ConfigError
+
+    model = model_from_args("llama3-405b", layers=layers)
+    with pytest.raises(ConfigError) as err:
+        SynthConfig(model=model, tp=8, pp=pp, vp=vp, microbatches=pp).validate()
+    assert f"{layers} layers cannot be split evenly into {pp} pipeline stages: {hint}" in str(err.value)
