@@ -196,7 +196,9 @@ def test_cli_validate_of_synthetic_jobs_says_synthetic(tmp_path) -> None:
     out = run_lumos("validate", str(tmp_path / "dp2"), str(tmp_path / "dp4"), "-q", tmp_path=tmp_path)
     assert out.returncode == 0, out.stderr
     assert "hold-out" in out.stdout and "SYNTHETIC" in out.stdout
-    out = run_lumos("validate", str(tmp_path / "dp2"), str(tmp_path / "dp4"), "-q", "--json", tmp_path=tmp_path)
+    out = run_lumos(
+        "validate", str(tmp_path / "dp2"), str(tmp_path / "dp4"), "-q", "--json", tmp_path=tmp_path
+    )
     assert orjson.loads(out.stdout)["synthetic"] is True
     real = run_lumos("validate", str(CPU_GPT / "base"), str(CPU_GPT / "dp2"), "-q", tmp_path=tmp_path)
     assert real.returncode == 0, real.stderr

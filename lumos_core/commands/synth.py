@@ -215,8 +215,8 @@ def _run_predict(cfg: SynthConfig, as_json: bool) -> int:
             f"  memory stage {mem.stage:<3}   {md['total_gib']:.1f} GiB (weights {md['weights_gib']:.1f}, grads "
             f"{md['gradients_gib']:.1f}, optimizer {md['optimizer_gib']:.1f}, activations {md['activations_gib']:.1f})"
         )
-    if not d["fits_in_memory"]:
-        print("  warning: a stage needs more memory than the GPU has")
+    if d["memory_warning"]:
+        print(f"  warning: does not fit in memory: {d['memory_warning']}")
     return 0
 
 
