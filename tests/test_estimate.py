@@ -439,3 +439,31 @@ def test_api_export_refuses_the_trace_folder(tmp_path: Path) -> None:
         with pytest.raises(LumosError, match="read-only"):
             report.export(out)
     assert list(traces.iterdir()) == []
+
+
+@needs_shared
+def test_recompute_full_on_nanogpt_is_retimed_and_says_the_traced_mode_is_a_guess(nanogpt) -> None:
+    job, graph = nanogpt
+    r = estimate(job, {"recompute": "full"}, graph=graph)
+    assert any(x.what == "layer backward with recomputation" for x in r.retimed)
+    assert r.predicted.iteration_us > r.replayed.iteration_us  # a forward more per layer costs time
+    note = next(n for n in r.notes if n.startswith("recompute=full"))
+    assert "the traced mode is a guess" in note and "--baseline-recompute" in note
+
+
+def test_recompute_without_layers_says_why_it_retimes_nothing() -> None:
+    """No layer structure: the rule re-times nothing and must say so by name (not a silent +0.0 %)."""
+    from types import SimpleNamespace
+
+    from lumos_core.whatif.retime.layer_rules import retime_recompute
+
+    notes: list[str] = []
+    ctx = SimpleNamespace(
+        base=SimpleNamespace(recompute="none"),
+        config=SimpleNamespace(recompute="full"),
+        has_gpu=True,
+        notes=notes,
+        labels=lambda: notes.append("layer-level rules skipped: no layers") or None,
+    )
+    retime_recompute(ctx, plan=None)  # type: ignore[arg-type]
+    assert any(n.startswith("recompute=full: not re-timed") and "layers were not found" in n for n in notes)
