@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import REPO, needs_shared, shared
+from conftest import REPO, needs_shared, shared, shared_file
 
 from lumos_core.errors import ConfigError
 from lumos_core.graph.build import build_graph
@@ -467,3 +467,16 @@ def test_recompute_without_layers_says_why_it_retimes_nothing() -> None:
     )
     retime_recompute(ctx, plan=None)  # type: ignore[arg-type]
     assert any(n.startswith("recompute=full: not re-timed") and "layers were not found" in n for n in notes)
+
+
+@needs_shared
+def test_identity_with_one_rank_of_eight_loaded() -> None:
+    """One rank of the 8-rank job: its DP groups still ran on one node, so an estimate with no knob
+    changed re-times nothing (it used to re-time every collective '8 -> 8' as if the traced group
+    had spanned 8 nodes, and the breakdown moved under a +0.0 % headline)."""
+    job = load_job(shared_file("h100-nanogpt-8rank", "*-rank3-*"))
+    assert len(job.ranks) == 1 and job.world_size == 8
+    r = estimate(job, {})
+    assert r.retimed == []
+    assert r.predicted.iteration_us == pytest.approx(r.replayed.iteration_us, rel=1e-9)
+    assert r.predicted.breakdown.as_us() == pytest.approx(r.replayed.breakdown.as_us(), rel=1e-9)
