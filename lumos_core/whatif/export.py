@@ -309,4 +309,11 @@ def first_events(path: str | Path, n: int = 3) -> list[dict[str, Any]]:
     return list(doc["traceEvents"][:n])
 
 
-__all__ = ["default_out_name", "event_text", "first_events", "rank_file_name", "write_job"]
+__all__ = [
+    "default_out_name",
+    "event_text",
+    "first_events",
+    "rank_file_name",
+    "refuse_inside_traces",
+    "write_job",
+]
