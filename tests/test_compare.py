@@ -183,3 +183,23 @@ def test_cli_bad_pair_exits_2_without_a_traceback(tmp_path) -> None:
     out = run_lumos("validate", str(CPU_GPT / "base"), str(shared("a100-ddp-2rank")), "-q", tmp_path=tmp_path)
     assert out.returncode == 2
     assert "CPU-only" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_cli_validate_of_synthetic_jobs_says_synthetic(tmp_path) -> None:
+    """Two `lumos synth` jobs: the error is labelled hold-out, so the SYNTHETIC note must stand by it
+    (it checks the rewrite logic, never accuracy); real pairs print no such note."""
+    from lumos_core.synth import ModelSpec, SynthConfig, synthesize
+
+    model = ModelSpec("test", layers=4, hidden=1024, ffn=4096, heads=8, seq=1024, vocab=32000)
+    for name, dp in (("dp2", 2), ("dp4", 4)):
+        synthesize(SynthConfig(model=model, iterations=2, seed=3, dp=dp), tmp_path / name)
+    out = run_lumos("validate", str(tmp_path / "dp2"), str(tmp_path / "dp4"), "-q", tmp_path=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "hold-out" in out.stdout and "SYNTHETIC" in out.stdout
+    out = run_lumos(
+        "validate", str(tmp_path / "dp2"), str(tmp_path / "dp4"), "-q", "--json", tmp_path=tmp_path
+    )
+    assert orjson.loads(out.stdout)["synthetic"] is True
+    real = run_lumos("validate", str(CPU_GPT / "base"), str(CPU_GPT / "dp2"), "-q", tmp_path=tmp_path)
+    assert real.returncode == 0, real.stderr
+    assert "SYNTHETIC" not in real.stdout

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import REPO, needs_shared, shared
+from conftest import REPO, needs_shared, shared, shared_file
 
 from lumos_core.errors import ConfigError
 from lumos_core.graph.build import build_graph
@@ -409,3 +409,74 @@ def test_cpu_ground_truth_mean_error_over_non_dp_knobs(cpu_base) -> None:
         errors.append(abs(pred / steady_ms(load_job(CPU_GPT / name, use_cache=False)) - 1))
     mean = sum(errors) / len(errors)
     assert mean <= NON_DP_TARGET + noise, (mean, noise, errors)
+
+
+@pytest.mark.parametrize("where", ["sub", ".", "sub/../deeper"])
+def test_cli_estimate_refuses_an_out_inside_the_traces(tmp_path: Path, where: str) -> None:
+    """Trace folders are read-only: --out inside (or equal to) the input folder is refused, exit 2,
+    with nothing written (the check comes before loading)."""
+    import shutil
+
+    traces = tmp_path / "traces"
+    shutil.copytree(CPU_GPT / "base", traces)
+    before = sorted(p.relative_to(traces) for p in traces.rglob("*"))
+    out = traces / where
+    cmd = [sys.executable, "-m", "lumos_core", "estimate", str(traces), "--dp", "4", "--out", str(out), "-q"]
+    p = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert p.returncode == 2, p.stderr
+    assert "read-only" in p.stderr and "Traceback" not in p.stderr
+    assert sorted(p.relative_to(traces) for p in traces.rglob("*")) == before
+
+
+def test_api_export_refuses_the_trace_folder(tmp_path: Path) -> None:
+    from lumos_core.api.results import EstimateReport
+    from lumos_core.errors import LumosError
+
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    report = EstimateReport(None, synthetic=False, stalls_kept=False, source=str(traces))  # type: ignore[arg-type]
+    for out in (traces, traces / "sub"):
+        with pytest.raises(LumosError, match="read-only"):
+            report.export(out)
+    assert list(traces.iterdir()) == []
+
+
+@needs_shared
+def test_recompute_full_on_nanogpt_is_retimed_and_says_the_traced_mode_is_a_guess(nanogpt) -> None:
+    job, graph = nanogpt
+    r = estimate(job, {"recompute": "full"}, graph=graph)
+    assert any(x.what == "layer backward with recomputation" for x in r.retimed)
+    assert r.predicted.iteration_us > r.replayed.iteration_us  # a forward more per layer costs time
+    note = next(n for n in r.notes if n.startswith("recompute=full"))
+    assert "the traced mode is a guess" in note and "--baseline-recompute" in note
+
+
+def test_recompute_without_layers_says_why_it_retimes_nothing() -> None:
+    """No layer structure: the rule re-times nothing and must say so by name (not a silent +0.0 %)."""
+    from types import SimpleNamespace
+
+    from lumos_core.whatif.retime.layer_rules import retime_recompute
+
+    notes: list[str] = []
+    ctx = SimpleNamespace(
+        base=SimpleNamespace(recompute="none"),
+        config=SimpleNamespace(recompute="full"),
+        has_gpu=True,
+        notes=notes,
+        labels=lambda: notes.append("layer-level rules skipped: no layers") or None,
+    )
+    retime_recompute(ctx, plan=None)  # type: ignore[arg-type]
+    assert any(n.startswith("recompute=full: not re-timed") and "layers were not found" in n for n in notes)
+
+
+@needs_shared
+def test_identity_with_one_rank_of_eight_loaded() -> None:
+    """One rank of the 8-rank job: its DP groups still ran on one node, so an estimate with no knob
+    changed re-times nothing (it used to re-time every collective '8 -> 8' as if the traced group
+    had spanned 8 nodes, and the breakdown moved under a +0.0 % headline)."""
+    job = load_job(shared_file("h100-nanogpt-8rank", "*-rank3-*"))
+    assert len(job.ranks) == 1 and job.world_size == 8
+    r = estimate(job, {})
+    assert r.retimed == []
+    assert r.predicted.iteration_us == pytest.approx(r.replayed.iteration_us, rel=1e-9)
+    assert r.predicted.breakdown.as_us() == pytest.approx(r.replayed.breakdown.as_us(), rel=1e-9)

@@ -710,3 +710,24 @@ def test_graph_explains_every_gpu_delay_of_a_pipeline_job(tmp_path, monkeypatch,
     synthesize(cfg, tmp_path / "pp")
     graph = build_graph(load_job(tmp_path / "pp"))
     assert graph.unexplained_ns == 0
+
+
+def test_help_example_of_predict_only_is_one_runnable_command() -> None:
+    """The --predict-only example in `lumos synth --help` (continued with a backslash) parses as
+    it stands, and the prose after it is not glued onto it."""
+    import argparse
+    import shlex
+
+    from lumos_core.commands import synth as synth_cmd
+
+    lines = synth_cmd.DESCRIPTION.splitlines()
+    i = next(n for n, line in enumerate(lines) if line.strip().startswith("lumos synth --predict-only"))
+    command = lines[i]
+    while command.endswith("\\"):
+        i += 1
+        command = command[:-1] + " " + lines[i]
+    p = argparse.ArgumentParser(exit_on_error=False)
+    synth_cmd.add_arguments(p)
+    args = p.parse_args(shlex.split(command)[2:])
+    assert args.predict_only and args.recompute == "selective" and args.out is None
+    assert not lines[i + 1].strip(), "the example must end its paragraph"

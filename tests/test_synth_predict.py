@@ -227,3 +227,39 @@ def test_interleaving_bubble_matches_theory():
     # LM head make the chunks a little uneven)
     assert t[2] / t[1] == pytest.approx(0.9, abs=0.03)
     assert t[4] / t[1] == pytest.approx(0.85, abs=0.03)
+
+
+@pytest.mark.parametrize(
+    ("layers", "pp", "vp", "hint"),
+    [
+        (126, 16, 1, "use --layers 128 (or 112)"),
+        (30, 4, 1, "use --layers 28 (or 32)"),
+        (5, 8, 1, "use --layers 8"),
+    ],
+)
+def test_layers_that_do_not_split_name_the_nearest_that_do(layers: int, pp: int, vp: int, hint: str) -> None:
+    """Llama 3 405B's 126 layers over 16 stages: the error says which layer counts would split."""
+    from lumos_core.errors import ConfigError
+
+    model = model_from_args("llama3-405b", layers=layers)
+    with pytest.raises(ConfigError) as err:
+        SynthConfig(model=model, tp=8, pp=pp, vp=vp, microbatches=pp).validate()
+    assert f"{layers} layers cannot be split evenly into {pp} pipeline stages: {hint}" in str(err.value)
+
+
+def test_memory_warning_names_the_worst_stage_its_need_and_the_capacity() -> None:
+    cfg = SynthConfig(
+        model=model_from_args("llama3-405b", layers=128), tp=8, pp=16, microbatches=32, gpu="H100"
+    )
+    pred = predict(cfg)
+    worst = max(pred.memory, key=lambda m: m.total)
+    cap_gib = pred.as_dict()["gpu_memory_gib"]
+    assert worst.total / 2**30 > cap_gib  # the case under test: it does not fit
+    warning = pred.memory_warning()
+    assert warning is not None and warning.startswith(
+        f"stage {worst.stage} needs {worst.total / 2**30:.1f} GiB, the H100 has {cap_gib:.1f} GiB"
+    )
+    small = predict(
+        SynthConfig(model=model_from_args("llama3-8b", layers=4, seq=2048), tp=2, pp=2, microbatches=4)
+    )
+    assert small.memory_warning() is None and small.as_dict()["fits_in_memory"]

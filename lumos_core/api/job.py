@@ -176,7 +176,9 @@ class Job:
         config = self.config.with_changes(**coerce_changes(knobs))
         check(config, self.baseline)
         result = self.estimator.estimate(config, progress=progress)
-        return EstimateReport(result, synthetic=self.data.is_synthetic, stalls_kept=self.keep_stalls)
+        return EstimateReport(
+            result, synthetic=self.data.is_synthetic, stalls_kept=self.keep_stalls, source=self.data.path
+        )
 
     def sweep(
         self,
@@ -231,4 +233,5 @@ class Job:
             self.data, other.data, overrides_a=self.overrides, overrides_b=other.overrides, force=force,
             progress=progress, profile=self.profile, estimator=self.estimator,
         )  # fmt: skip
-        return ValidationReport(v, sample_label(self.profile, other.path))
+        synthetic = self.data.is_synthetic or other.data.is_synthetic
+        return ValidationReport(v, sample_label(self.profile, other.path), synthetic=synthetic)

@@ -98,6 +98,7 @@ class EstimateReport:
     result: EstimateResult
     synthetic: bool
     stalls_kept: bool
+    source: str | None = None  # the traced job's folder: :meth:`export` refuses to write inside it
 
     @property
     def config(self) -> JobConfig:
@@ -153,8 +154,9 @@ class EstimateReport:
     ) -> Path:
         """Write the predicted timeline, one Kineto trace per rank, into folder ``out`` (``roles``:
         the traced job's process-group roles, :func:`lumos_core.whatif.baseline.group_roles`)."""
-        from lumos_core.whatif.export import write_job
+        from lumos_core.whatif.export import refuse_inside_traces, write_job
 
+        refuse_inside_traces(out, self.source)
         r, config = self.result, self.config
         extra = {"lumos_estimate_config": config.as_dict()}
         write_job(
@@ -191,6 +193,7 @@ class ValidationReport:
 
     result: Validation
     sample: str  # "hold-out: ..." or "in-sample: ..." (whether a profile was fitted on other)
+    synthetic: bool = False  # either job came from `lumos synth`: the error checks logic, not accuracy
 
     @property
     def error_pct(self) -> float:
@@ -202,7 +205,7 @@ class ValidationReport:
 
     def to_dict(self) -> dict[str, Any]:
         """As ``lumos validate --json``."""
-        return {**self.result.as_dict(), "sample": self.sample}
+        return {**self.result.as_dict(), "sample": self.sample, "synthetic": self.synthetic}
 
     def to_pandas(self, table: str = "components") -> Any:
         """Predicted vs measured per breakdown component (default), kernel family or collective kind

@@ -33,6 +33,7 @@ from lumos_core.trace.overlap_slowdown import measure_overlap_slowdown
 from lumos_core.whatif.baseline import group_roles
 from lumos_core.whatif.config import Baseline, JobConfig, check
 from lumos_core.whatif.estimate import EstimateResult, predict_memory_or_note
+from lumos_core.whatif.export import refuse_inside_traces
 from lumos_core.whatif.memory_model import MemoryPrediction
 from lumos_core.whatif.retime import comm_model_from_trace
 from lumos_core.whatif.retime.compute import fit_gemm_curve
@@ -88,6 +89,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.out is not None:  # before loading: a refused folder should not cost a parse
+        refuse_inside_traces(args.out, args.path)
     job = Job(
         load_from_args(args, load_job),
         baseline=baseline_overrides(args),

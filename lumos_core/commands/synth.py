@@ -28,10 +28,11 @@ of Lumos's accuracy -- accuracy is measured only on real traces. Every file is m
 Presets are the GPT-3 sizes of the Lumos paper (Table 1) and Llama 3 8B/70B/405B.
 --predict-only writes nothing and prints the trace-free prediction of the same cost models
 (iteration time, tokens/s per GPU, MFU, memory per stage), e.g.
-  lumos synth --predict-only --model llama3-70b --gpu H100 --tp 8 --pp 4 --vp 5 --dp 32 \
-      --sp --global-batch 1024 --recompute selective Ranks are laid out in Megatron order
-(tensor-parallel fastest, then data-parallel, then pipeline), 8 GPUs per node. Large jobs are
-written rank by rank in bounded memory."""
+  lumos synth --predict-only --model llama3-70b --gpu H100 --tp 8 --pp 4 --vp 5 --dp 32 \\
+      --sp --global-batch 1024 --recompute selective
+
+Ranks are laid out in Megatron order (tensor-parallel fastest, then data-parallel, then pipeline),
+8 GPUs per node. Large jobs are written rank by rank in bounded memory."""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -214,8 +215,8 @@ def _run_predict(cfg: SynthConfig, as_json: bool) -> int:
             f"  memory stage {mem.stage:<3}   {md['total_gib']:.1f} GiB (weights {md['weights_gib']:.1f}, grads "
             f"{md['gradients_gib']:.1f}, optimizer {md['optimizer_gib']:.1f}, activations {md['activations_gib']:.1f})"
         )
-    if not d["fits_in_memory"]:
-        print("  warning: a stage needs more memory than the GPU has")
+    if d["memory_warning"]:
+        print(f"  warning: does not fit in memory: {d['memory_warning']}")
     return 0
 
 

@@ -223,6 +223,8 @@ class SynthConfig:
             raise ConfigError(
                 f"{m.layers} layers cannot be split evenly into {self.pp} pipeline stages"
                 + (f" x {self.vp} virtual stages" if self.vp > 1 else "")
+                + f": {_even_layers_hint(m.layers, self.pp * self.vp)} (uneven stages, such as one "
+                "layer fewer on the first and last stage, are not modelled)"
             )
         if self.vp > 1 and (self.pp < 2 or self.microbatches % self.pp):
             raise ConfigError(
@@ -291,3 +293,11 @@ class SynthConfig:
         fields["model"] = ModelSpec(**fields["model"])
         fields["slow_ranks"] = tuple(tuple(x) for x in fields.get("slow_ranks", ()))
         return cls(**fields)
+
+
+def _even_layers_hint(layers: int, chunks: int) -> str:
+    """'use --layers 128 (or 112)': the layer counts nearest ``layers`` that split into ``chunks``,
+    the nearer first (a model of 126 layers over 16 stages is priced as 128, or 112, of them)."""
+    below, above = layers // chunks * chunks, -(-layers // chunks) * chunks
+    options = sorted((n for n in (below, above) if n > 0), key=lambda n: (abs(n - layers), n))
+    return f"use --layers {options[0]}" + (f" (or {options[1]})" if len(options) > 1 else "")

@@ -95,8 +95,23 @@ class Prediction:
             "model_tflops_per_gpu": round(self.model_tflops_per_gpu, 2),
             "memory_per_stage": [m.as_dict() for m in self.memory],
             "fits_in_memory": all(m.total <= _gpu_bytes(self.config) for m in self.memory),
+            "gpu_memory_gib": round(_gpu_bytes(self.config) / 2**30, 2),
+            "memory_warning": self.memory_warning(),
             "breakdown_s": {k: round(v, 6) for k, v in self.breakdown.items()},
         }
+
+    def memory_warning(self) -> str | None:
+        """'stage 0 needs 262.6 GiB, the H100 has 80 GiB (...)' when a stage does not fit, else None:
+        the worst stage, so that the user sees by how much (and where) it misses."""
+        cap = _gpu_bytes(self.config)
+        over = [m for m in self.memory if m.total > cap]
+        if not over:
+            return None
+        worst = max(over, key=lambda m: m.total)
+        text = f"stage {worst.stage} needs {worst.total / 2**30:.1f} GiB, the {self.config.gpu} has {cap / 2**30:.1f} GiB"
+        if len(self.memory) > 1:
+            text += f" ({len(over)} of {len(self.memory)} stages do not fit)"
+        return text
 
 
 def _gpu_bytes(cfg: SynthConfig) -> float:

@@ -199,6 +199,23 @@ def _header(
     return meta
 
 
+def refuse_inside_traces(out: str | Path, traces: str | Path | None) -> None:
+    """Raise when ``out`` is the traced job's folder or inside it: trace folders are read-only for
+    Lumos (a prediction written there would also be loaded as ranks of the traced job next time).
+    ``traces`` is the folder (or one trace file, whose folder counts) that was loaded."""
+    if traces is None:
+        return
+    src = Path(traces).resolve()
+    if src.is_file():
+        src = src.parent
+    dst = Path(out).resolve()  # resolves symlinks and "..", so no spelling slips past
+    if dst == src or src in dst.parents:
+        raise LumosError(
+            f"--out {out} is inside the input trace folder {traces}: trace folders are read-only for "
+            "Lumos; choose a folder outside it"
+        )
+
+
 def write_job(
     ranks: Sequence[RankTrace],
     represents: dict[int, list[int]],
@@ -292,4 +309,11 @@ def first_events(path: str | Path, n: int = 3) -> list[dict[str, Any]]:
     return list(doc["traceEvents"][:n])
 
 
-__all__ = ["default_out_name", "event_text", "first_events", "rank_file_name", "write_job"]
+__all__ = [
+    "default_out_name",
+    "event_text",
+    "first_events",
+    "rank_file_name",
+    "refuse_inside_traces",
+    "write_job",
+]

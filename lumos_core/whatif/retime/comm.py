@@ -34,8 +34,11 @@ _MAX_SAMPLES = 400
 
 def trace_gpus_per_node(job: Job, gpu: GpuProfile) -> int:
     """GPUs per node of the traced job: the profile's node size, or the whole job when it is smaller
-    (an 8-GPU trace ran on one node)."""
-    return max(1, min(gpu.gpus_per_node, len(job.ranks) if job.ranks else gpu.gpus_per_node))
+    (an 8-GPU trace ran on one node). The job's recorded world size, not the ranks loaded: with one
+    rank of eight loaded, its 8-rank groups still ran on one node (taking 1 made them 8 nodes, and
+    an estimate with no knob changed re-timed every DP collective as intra- instead of inter-node)."""
+    world = job.world_size if job.ranks else 0
+    return max(1, min(gpu.gpus_per_node, world or gpu.gpus_per_node))
 
 
 def collective_samples(job: Job, graph: ExecutionGraph, gpus_per_node: int) -> list[CollectiveSample]:

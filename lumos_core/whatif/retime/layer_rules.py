@@ -42,7 +42,11 @@ def retime_recompute(ctx: RetimeContext, plan: RetimePlan) -> None:
         ctx.notes.append(f"recompute={new}: not re-timed on a CPU-only trace (no layer kernels)")
         return
     labels = ctx.labels()
-    if labels is None:
+    if labels is None:  # say so by name: otherwise the estimate reads +0.0 % as "costs nothing"
+        ctx.notes.append(
+            f"recompute={new}: not re-timed (+0.0 % is not a prediction): the trace's layers were not "
+            "found, so there is no layer forward to re-run (see the layer-level note)"
+        )
         return
     graph, fam = ctx.graph, ctx.families()
     cur = graph.dur * plan.ratio
@@ -52,7 +56,10 @@ def retime_recompute(ctx: RetimeContext, plan: RetimePlan) -> None:
     fwd = np.flatnonzero(gpu & in_layer & (labels.phase == Phase.F))
     bwd = np.flatnonzero(ctx.task & in_layer & (labels.phase == Phase.B))
     if len(fwd) == 0 or len(bwd) == 0:
-        ctx.notes.append(f"recompute={new}: no layer forward/backward kernels found; time not re-timed")
+        ctx.notes.append(
+            f"recompute={new}: not re-timed (+0.0 % is not a prediction): no layer forward/backward "
+            "kernels found"
+        )
         return
     att = fwd[fam[fwd] == Family.ATTENTION]
     # A rebuilt graph holds several copies of a traced event (one per microbatch it stands for):
@@ -99,9 +106,23 @@ def retime_recompute(ctx: RetimeContext, plan: RetimePlan) -> None:
         f"recompute={new} (rule recompute, traced {old}): {what[new]}; re-timed from this trace's own "
         f"forward kernels, {100 * share:+.1f} % of the layers' backward compute time; the host time of "
         "launching the recomputed kernels is not added (it matters only when the CPU sets the pace)"
-        + (" (the recomputed forward's TP collectives are counted as backward kernel time)" if ctx.base.tp > 1 and "full" in (old, new) else "")
+        + (
+            " (the recomputed forward's TP collectives are counted as backward kernel time)"
+            if ctx.base.tp > 1 and "full" in (old, new)
+            else ""
+        )
         + ("" if len(att) or "selective" not in (old, new) else "; no attention kernels found to recompute")
+        + _traced_guess(ctx)
     )
+
+
+def _traced_guess(ctx: RetimeContext) -> str:
+    """That the traced mode was assumed, when the trace did not show it: a job that did recompute
+    would be re-timed from the wrong starting point."""
+    found = ctx.baseline.fields.get("recompute")
+    if found is None or found.confidence not in ("guess", "unknown"):
+        return ""
+    return f"; the traced mode is a guess ({found.how}): give --baseline-recompute if the job recomputed"
 
 
 def retime_sp(ctx: RetimeContext, plan: RetimePlan) -> None:
@@ -112,7 +133,9 @@ def retime_sp(ctx: RetimeContext, plan: RetimePlan) -> None:
     if old == new:
         return
     if t == 1:
-        ctx.notes.append(f"sp={'true' if new else 'false'}: with TP 1 there is nothing to shard; time unchanged")
+        ctx.notes.append(
+            f"sp={'true' if new else 'false'}: with TP 1 there is nothing to shard; time unchanged"
+        )
         return
     h = ctx.base.hidden
     labels = ctx.labels() if ctx.has_gpu else None
@@ -134,7 +157,9 @@ def retime_sp(ctx: RetimeContext, plan: RetimePlan) -> None:
         nodes,
         factor,
         "norm / dropout / residual (TP-replicated)",
-        "sequence parallelism: tokens / TP outside the TP regions" if new else "no sequence parallelism: all tokens",
+        "sequence parallelism: tokens / TP outside the TP regions"
+        if new
+        else "no sequence parallelism: all tokens",
         "rule sp",
     )
     ctx.notes.append(
@@ -185,7 +210,9 @@ def retime_cp(ctx: RetimeContext, plan: RetimePlan) -> None:
     nbytes = 2.0 * b * seq * kv * 2  # K and V of the whole sequence, bf16: the all-gather's output
     gpu = ctx.gpu_new
     inter = cfg.tp * c1 > gpu.gpus_per_node
-    seconds = costs.collective_time(CollectiveKind.ALL_GATHER, nbytes, c1, gpu, inter_node=inter) if c1 > 1 else 0.0
+    seconds = (
+        costs.collective_time(CollectiveKind.ALL_GATHER, nbytes, c1, gpu, inter_node=inter) if c1 > 1 else 0.0
+    )
     keys = labels.group_key(graph.rank)[att]
     per_pass = len(att) / max(len(np.unique(keys)), 1)  # attention kernels per layer pass
     comm_ns = seconds * 1e9 / per_pass
@@ -237,7 +264,13 @@ def retime_mlp(ctx: RetimeContext, plan: RetimePlan) -> None:
         return sorted(rest) == want
 
     hit = [v for v, s in zip(gemm.tolist(), gemm_shapes_of_nodes(ctx.job, ctx.graph, gemm)) if is_mlp(s)]
-    plan.apply(np.asarray(hit, np.int64), factor, "MLP GEMM", f"{old} -> {new}: MLP GEMM work x{factor:g}", "rule compute")
+    plan.apply(
+        np.asarray(hit, np.int64),
+        factor,
+        "MLP GEMM",
+        f"{old} -> {new}: MLP GEMM work x{factor:g}",
+        "rule compute",
+    )
     ctx.notes.append(
         f"mlp={new} (rule compute, traced {old}): {len(hit)} MLP GEMMs with a {width}-wide dimension "
         f"x{factor:g} (SwiGLU's gate+up GEMM is twice the FFN width); norms and activations keep their time"
