@@ -438,6 +438,21 @@ def test_export_a_scenario_timeline_and_tables(win, qtbot, tmp_path, cli_dp16) -
     assert doc["estimate"]["predicted"]["iteration_us"] == cli_dp16["predicted"]["iteration_us"]
 
 
+def test_exporting_into_the_trace_folder_is_refused(win, qtbot, tmp_path, monkeypatch) -> None:
+    """Trace folders are read-only for Lumos: the app refuses as ``lumos estimate --out`` does. The
+    job's path is pointed at a scratch folder, so a regression writes there, not into the traces."""
+    s = ensure_dp16(win, qtbot)
+    wb = win.workbench
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    monkeypatch.setattr(wb.loaded.job, "path", str(traces))
+    with qtbot.waitSignal(wb.run_failed, timeout=60_000) as failed:
+        wb.export_timeline(s.id, traces / "dp16")
+    qtbot.waitUntil(lambda: not wb.exporting, timeout=10_000)
+    assert "read-only" in failed.args[0]
+    assert list(traces.iterdir()) == []
+
+
 def test_a_sweep_over_dp_draws_iteration_time_and_breakdown(win, qtbot) -> None:
     s = ensure_dp16(win, qtbot)
     wb = win.workbench

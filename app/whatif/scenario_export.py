@@ -15,15 +15,17 @@ from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QFileDialog, QWidget
 
 from app.jobs import BackgroundTask
+from app.loaded_job import LoadedJob
 from app.panels.table_pane import write_tables
 from app.whatif.runner import Scenario
-from lumos_core.whatif.export import default_out_name, write_job
+from lumos_core.whatif.export import default_out_name, refuse_inside_traces, write_job
 
 
 class ScenarioExport:
     """Exports of the workbench's scenarios (see the module docstring)."""
 
     scenarios: dict[int, Scenario]
+    loaded: LoadedJob | None
     last_error: str
     exported: Signal
     run_failed: Signal
@@ -57,8 +59,10 @@ class ScenarioExport:
         timeline = result.timeline
         world = s.summary.world_size
         out = Path(out)
+        traces = self.loaded.job.path if self.loaded is not None else None
 
         def work(progress, _on_file):  # type: ignore[no-untyped-def]
+            refuse_inside_traces(out, traces)  # trace folders are read-only, as for lumos estimate --out
             return write_job(timeline, represents, out, world, extra=extra, progress=progress)
 
         self._export_token += 1
