@@ -15,7 +15,8 @@ on evidence that the job's own spread cannot explain; either of:
   members more often than not (sign test, same bound): a slow GPU nobody waits for is no straggler;
 * **repeated delays**: it arrives more than ``max(MIN_LATE_NS, REL_LATE x median iteration)`` late by
   its own doing (not a wait inherited from an earlier collective) at more collectives than the other
-  ranks' rate of such delays explains (binomial test, same bound, ``MIN_LATE_COUNT`` = 2 times or
+  ranks' rate of such delays *at the same position* (collective kind, group size, place in the group:
+  :func:`null_late_rate`) explains (binomial test, same bound, ``MIN_LATE_COUNT`` = 2 times or
   more), and those delays cost it more per iteration than its peers' delays do, by a margin the
   job's own iteration spread cannot explain: the excess (its delays per iteration, over every
   iteration they fall in, minus the median of its peers': jitter alone makes every rank late now
@@ -53,6 +54,7 @@ from lumos_core.replay.straggler_evidence import (
     binomial_tail,
     compute_per_iteration,
     kernel_slowdowns,
+    null_late_rate,
     robust_scale,
 )
 from lumos_core.trace.kernel_families import event_families
@@ -143,7 +145,8 @@ DEFINITION = (
     "flagged: its compute kernels are slower than the same kernels on its peers (robust z > 3.5 "
     "among the ranks, sign test p < 1 % / ranks, at least 1 %) and it arrives after the other "
     "members more often than not (sign test); or it arrives late by its own doing (> max(50 µs, 1 % "
-    "of the iteration)) more often than the other ranks do (binomial test, p < 1 % / ranks, 2 or "
+    "of the iteration)) more often than the other ranks do at the same place in the same kind of "
+    "group (binomial test, p < 1 % / ranks, 2 or "
     "more times) and those delays cost it more per iteration than its peers' by over z x the "
     "iterations' spread / sqrt(iterations) (z: the normal quantile of 1 % / ranks). p_value: the smaller of the "
     "two tests' p (kernel sign test, p_late: repeated-delay test), before dividing by the ranks"
@@ -231,6 +234,7 @@ def find_stragglers(job: Job, worst_per_rank: int = 5) -> StragglerReport:
     p_sign = np.maximum(p_kernel, p_arrive)
     compute = compute_per_iteration(job, families)
     cost = sum_late / n_iter  # what its delays cost per iteration
+    expected = np.bincount(a.who, weights=null_late_rate(job, a, is_late), minlength=n_ranks)
     z_bound = NormalDist().inv_cdf(1.0 - bound)
     rows = np.flatnonzero(is_late)
     rows = rows[np.argsort(a.who[rows], kind="stable")]
@@ -239,8 +243,8 @@ def find_stragglers(job: Job, worst_per_rank: int = 5) -> StragglerReport:
     out = []
     for ri, t in enumerate(job.ranks):
         mine = late_rows.get(ri, _NONE)
-        others_n = len(a.who) - n_coll[ri]
-        p0 = (int(is_late.sum()) - n_late[ri] + 1) / (others_n + 2)
+        # binomial with the mean of its arrivals' null rates (a Poisson-binomial's tail, nearly)
+        p0 = expected[ri] / n_coll[ri] if n_coll[ri] else 0.0
         p_late = binomial_tail(int(n_late[ri]), int(n_coll[ri]), p0) if n_coll[ri] else 1.0
         per_iter = float(cost[ri])
         excess = per_iter - _peer_median(cost, peers, ri)
