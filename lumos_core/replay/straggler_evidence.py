@@ -237,3 +237,48 @@ def robust_scale(x: np.ndarray) -> float:
     if len(x) == 0:
         return 0.0
     return 1.4826 * float(np.median(np.abs(x - np.median(x))))
+
+
+MIN_NULL_ARRIVALS = 30  # other ranks' arrivals a null rate is taken from; fewer: a coarser one
+
+
+def null_late_rate(job: Job, a: Arrivals, is_late: np.ndarray) -> np.ndarray:
+    """Per arrival: how often the *other* ranks are late at arrivals like it, the null of the
+    repeated-delay test. "Like it" is the same collective kind, group size and position in the group
+    (members ordered by rank): the late-arrival rate differs by position (in synthetic Megatron jobs
+    the first rank of each tensor-parallel pair is late several times as often as the second), so
+    pooling every rank would call a whole position's ranks stragglers. Where the other ranks have
+    fewer than ``MIN_NULL_ARRIVALS`` such arrivals (a one-group job: every position is one rank),
+    the rate is over the same kind and group size, then over every arrival. Laplace's rule of
+    succession ((late + 1) / (arrivals + 2)) keeps a rate of 0 from making one delay significant."""
+    n = len(a.who)
+    if n == 0:
+        return np.zeros(0)
+    match = job.collective_match
+    ranks = np.asarray([t.rank for t in job.ranks], np.int64)[a.who]
+    order = np.lexsort((ranks, a.inst))
+    i_s = a.inst[order]
+    heads = np.flatnonzero(np.r_[True, i_s[1:] != i_s[:-1]])
+    counts = np.diff(np.r_[heads, n])
+    seg = np.repeat(np.arange(len(heads)), counts)
+    pos, size = np.empty(n, np.int64), np.empty(n, np.int64)
+    pos[order] = np.arange(n) - heads[seg]
+    size[order] = counts[seg]
+    kind = match.kind[a.inst].astype(np.int64)
+    late = is_late.astype(float)
+    rate = np.full(n, np.nan)
+    for key in ((kind * 100_000 + size) * 100_000 + pos, kind * 100_000 + size, np.zeros(n, np.int64)):
+        _, k = np.unique(key, return_inverse=True)
+        kr = k * (int(a.who.max()) + 1) + a.who  # (key, rank)
+        _, kr_i = np.unique(kr, return_inverse=True)
+        n_k, l_k = np.bincount(k), np.bincount(k, weights=late)
+        n_kr, l_kr = np.bincount(kr_i), np.bincount(kr_i, weights=late)
+        others_n = n_k[k] - n_kr[kr_i]
+        others_l = l_k[k] - l_kr[kr_i]
+        use = np.isnan(rate) & (others_n >= MIN_NULL_ARRIVALS)
+        rate[use] = (others_l[use] + 1) / (others_n[use] + 2)
+    last = np.isnan(rate)  # a job with too few arrivals for any: every other rank's arrivals
+    if last.any():
+        tot_n, tot_l = np.bincount(a.who), np.bincount(a.who, weights=late)
+        rate[last] = (late.sum() - tot_l[a.who[last]] + 1) / (n - tot_n[a.who[last]] + 2)
+    return rate

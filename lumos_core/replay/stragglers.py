@@ -15,9 +15,17 @@ on evidence that the job's own spread cannot explain; either of:
   members more often than not (sign test, same bound): a slow GPU nobody waits for is no straggler;
 * **repeated delays**: it arrives more than ``max(MIN_LATE_NS, REL_LATE x median iteration)`` late by
   its own doing (not a wait inherited from an earlier collective) at more collectives than the other
-  ranks' rate of such delays explains (binomial test, same bound, ``MIN_LATE_COUNT`` = 2 times or
-  more), and those delays add up to more per iteration than the job's own iteration spread (standard
-  deviation of the steady iterations) and than ``REL_LATE`` of the iteration.
+  ranks' rate of such delays *at the same position* (collective kind, group size, place in the group:
+  :func:`null_late_rate`) explains (binomial test, same bound, ``MIN_LATE_COUNT`` = 2 times or
+  more), and those delays cost it more per iteration than its peers' delays do, by a margin the
+  job's own iteration spread cannot explain: the excess (its delays per iteration, over every
+  iteration they fall in, minus the median of its peers': jitter alone makes every rank late now
+  and then, so the sum of the late ones is never 0) must exceed ``z x spread / sqrt(iterations)``,
+  the spread being the standard deviation of the steady iterations, ``/ sqrt`` because the excess
+  is a mean over the iterations, and ``z`` the one-sided normal quantile of the same Bonferroni
+  bound (3.0 for 8 ranks, 3.6 for 64, 4.0 for 256): in a big job *some* rank is always the most
+  delayed, and the bound grows with the number of ranks as that maximum does. And the excess must
+  be ``REL_LATE`` of the iteration or more.
 
 50 µs is above the clock alignment error between ranks and ordinary launch jitter. A rank without
 group collectives (a job of independent ranks) is flagged when *every* steady iteration of it is
@@ -35,16 +43,18 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from statistics import NormalDist
 from typing import Any
 
 import numpy as np
 
-from lumos_core.replay.breakdown import steady_windows
+from lumos_core.replay.breakdown import iteration_windows, steady_windows
 from lumos_core.replay.straggler_evidence import (
     arrivals,
     binomial_tail,
     compute_per_iteration,
     kernel_slowdowns,
+    null_late_rate,
     robust_scale,
 )
 from lumos_core.trace.kernel_families import event_families
@@ -135,8 +145,10 @@ DEFINITION = (
     "flagged: its compute kernels are slower than the same kernels on its peers (robust z > 3.5 "
     "among the ranks, sign test p < 1 % / ranks, at least 1 %) and it arrives after the other "
     "members more often than not (sign test); or it arrives late by its own doing (> max(50 µs, 1 % "
-    "of the iteration)) more often than the other ranks do (binomial test, p < 1 % / ranks, 2 or "
-    "more times) by more per iteration than the iterations' own spread. p_value: the smaller of the "
+    "of the iteration)) more often than the other ranks do at the same place in the same kind of "
+    "group (binomial test, p < 1 % / ranks, 2 or "
+    "more times) and those delays cost it more per iteration than its peers' by over z x the "
+    "iterations' spread / sqrt(iterations) (z: the normal quantile of 1 % / ranks). p_value: the smaller of the "
     "two tests' p (kernel sign test, p_late: repeated-delay test), before dividing by the ranks"
 )
 
@@ -205,7 +217,8 @@ def find_stragglers(job: Job, worst_per_rank: int = 5) -> StragglerReport:
     a = arrivals(job)
     peers = peer_sets(job, a.who, a.inst)
     worst_it, least_it, med_iter, spread = iteration_excess(job, peers)
-    n_iter = max(1, int(np.median([len(steady_windows(t)) if t.iterations else 1 for t in job.ranks] or [1])))
+    # delays are counted over every iteration they happen in (not only the steady ones)
+    n_iter = np.asarray([max(1, len(iteration_windows(t)) if t.iterations else 1) for t in job.ranks], float)
     threshold = max(MIN_LATE_NS, int(REL_LATE * med_iter))
     n_ranks = len(job.ranks)
     bound = ALPHA / max(n_ranks, 1)
@@ -220,6 +233,9 @@ def find_stragglers(job: Job, worst_per_rank: int = 5) -> StragglerReport:
     slow, z, p_kernel, p_arrive = _slowdowns(job, a, peers, families)
     p_sign = np.maximum(p_kernel, p_arrive)
     compute = compute_per_iteration(job, families)
+    cost = sum_late / n_iter  # what its delays cost per iteration
+    expected = np.bincount(a.who, weights=null_late_rate(job, a, is_late), minlength=n_ranks)
+    z_bound = NormalDist().inv_cdf(1.0 - bound)
     rows = np.flatnonzero(is_late)
     rows = rows[np.argsort(a.who[rows], kind="stable")]
     heads = np.flatnonzero(np.r_[True, a.who[rows][1:] != a.who[rows][:-1]]) if len(rows) else rows
@@ -227,14 +243,14 @@ def find_stragglers(job: Job, worst_per_rank: int = 5) -> StragglerReport:
     out = []
     for ri, t in enumerate(job.ranks):
         mine = late_rows.get(ri, _NONE)
-        others_n = len(a.who) - n_coll[ri]
-        p0 = (int(is_late.sum()) - n_late[ri] + 1) / (others_n + 2)
+        # binomial with the mean of its arrivals' null rates (a Poisson-binomial's tail, nearly)
+        p0 = expected[ri] / n_coll[ri] if n_coll[ri] else 0.0
         p_late = binomial_tail(int(n_late[ri]), int(n_coll[ri]), p0) if n_coll[ri] else 1.0
-        per_iter = sum_late[ri] / n_iter
+        per_iter = float(cost[ri])
+        excess = per_iter - _peer_median(cost, peers, ri)
+        need = max(z_bound * spread / np.sqrt(n_iter[ri]), REL_LATE * med_iter)
         persistent = bool(z[ri] > MIN_Z and slow[ri] >= REL_LATE and p_sign[ri] < bound)
-        delayed = bool(
-            n_late[ri] >= MIN_LATE_COUNT and p_late < bound and per_iter > max(spread, REL_LATE * med_iter)
-        )
+        delayed = bool(n_late[ri] >= MIN_LATE_COUNT and p_late < bound and excess > need)
         alone = bool(
             n_coll[ri] == 0
             and len(steady_windows(t) if t.iterations else []) >= 2
@@ -261,7 +277,14 @@ def find_stragglers(job: Job, worst_per_rank: int = 5) -> StragglerReport:
         elif rl.flagged:
             rl.cause, extra = _cause(compute, peers, ri, per_iter)
         rl.reason = _reason(
-            rl, (persistent, delayed, alone), job, a, mine, (per_iter, spread, extra), bound, least_it[ri]
+            rl,
+            (persistent, delayed, alone),
+            job,
+            a,
+            mine,
+            (per_iter, excess, need, spread, extra),
+            bound,
+            least_it[ri],
         )
         rl.why = rl.reason if rl.flagged else ""
         out.append(rl)
@@ -289,6 +312,17 @@ def _slowdowns(
     for ri in np.flatnonzero(n >= MIN_SAMPLES).tolist():
         p_arrive[ri] = binomial_tail(int(after[ri]), int(moved[ri]), 0.5)
     return slow, z, p_kernel, p_arrive
+
+
+def _peer_median(value: np.ndarray, peers: np.ndarray, ri: int) -> float:
+    """The median of ``value`` over rank ``ri``'s peers (its pipeline stage), or over every other
+    rank when it has none; 0 for a job of one rank."""
+    same = peers == peers[ri]
+    same[ri] = False
+    if not same.any():
+        same = np.ones(len(value), bool)
+        same[ri] = False
+    return float(np.median(value[same])) if same.any() else 0.0
 
 
 def _worst(job: Job, a: Any, mine: np.ndarray, k: int) -> list[LateCollective]:
@@ -329,13 +363,13 @@ def _reason(
     job: Job,
     a: Any,
     mine: np.ndarray,
-    costs: tuple[float, float, float],
+    costs: tuple[float, float, float, float, float],
     bound: float,
     least_it: int,
 ) -> str:
     """The first column of the Stragglers table: the cause, by how much, and where."""
     persistent, delayed, alone = tests
-    per_iter, spread, extra = costs
+    per_iter, excess, need, spread, extra = costs
     if persistent:
         later = np.flatnonzero((a.who == rl.rank_index) & (a.late > 0))
         return (
@@ -352,14 +386,16 @@ def _reason(
         return (
             f"{cause}; late at {rl.n_late} of {rl.n_collectives} collectives by "
             f"{rl.mean_late_ns / 1e3:,.0f} µs on average ({_where(job, a, mine)}): "
-            f"{per_iter / 1e6:.2f} ms per iteration, the iterations' own spread is {spread / 1e6:.2f} ms"
+            f"{per_iter / 1e6:.2f} ms per iteration, {excess / 1e6:.2f} ms more than its peers' "
+            f"(needs > {need / 1e6:.2f} ms: the iterations' own spread is {spread / 1e6:.2f} ms)"
         )
     if alone:
         return f"every iteration at least {least_it / 1e3:,.0f} µs longer than its peers' median"
     if rl.n_late:
         return (
             f"not a straggler: late at {rl.n_late} of {rl.n_collectives} collectives, within what "
-            f"the other ranks show (p {rl.p_late:.2g}, needs < {bound:.2g} and more per iteration "
-            "than the iteration spread)"
+            f"the other ranks show (p {rl.p_late:.2g}, needs < {bound:.2g}), or costing "
+            f"{excess / 1e6:.2f} ms per iteration more than its peers' delays, within the iterations' "
+            f"own spread ({spread / 1e6:.2f} ms)"
         )
     return ""
