@@ -122,8 +122,6 @@ def test_app_reaches_into_no_private_attribute_defined_elsewhere() -> None:
 CLASS_SIZE_EXCEPTIONS: dict[str, str] = {
     # 299 own lines + JobOpening, WindowMenus
     "app/main_window.py:MainWindow": "inherits 467 lines from mixins; to be composed (issue 29)",
-    # 270 own lines + WorkbenchMenus, OverlayChoice, ScenarioExport, SessionKeeping, RunRequests
-    "app/whatif/workbench.py:WhatIfWorkbench": "inherits 464 lines from mixins; to be composed (issue 29)",
     # 245 own lines + GridViews
     "app/sweep/sweep_dialog.py:GridSweepDialog": "inherits 196 lines from mixins; to be composed (issue 29)",
 }
@@ -168,10 +166,6 @@ TYPE_CHECKING_MIXINS: dict[str, str] = {
     "app/job_opening.py:JobOpening": "a mixin of MainWindow; to be composed (issue 29)",
     "app/window_menus.py:WindowMenus": "a mixin of MainWindow; to be composed (issue 29)",
     "app/sweep/grid_views.py:GridViews": "a mixin of GridSweepDialog; to be composed (issue 29)",
-    "app/whatif/run_requests.py:RunRequests": "a mixin of WhatIfWorkbench; to be composed (issue 29)",
-    "app/whatif/scenario_export.py:ScenarioExport": "a mixin of WhatIfWorkbench; to be composed (issue 29)",
-    "app/whatif/session_keeping.py:SessionKeeping": "a mixin of WhatIfWorkbench; to be composed (issue 29)",
-    "app/whatif/workbench_menus.py:WorkbenchMenus": "a mixin of WhatIfWorkbench; to be composed (issue 29)",
 }
 
 
