@@ -27,12 +27,12 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.panels.cpu_paced_banner import CpuPacedBanner
 from app.panels.summary_panes import TablePane
 from app.panels.table_model import Column
 from app.sweep.pareto_chart import OUT_OF_MEMORY_COLOR, ParetoChart
 from app.sweep.sweep_view import SweepChart, row_columns
 from app.theme import Theme
-from app.whatif.cpu_paced_banner import CpuPacedBanner
 from lumos_core.sweep.grid import Grid
 from lumos_core.sweep.point import GridRow, point_key
 from lumos_core.whatif.knobs import format_changes

@@ -29,11 +29,10 @@ from app.jobs import BackgroundTask
 from app.sweep.engine_bar import EngineBar
 from app.sweep.grid_form import KnobGridForm
 from app.sweep.grid_views import GridViews
+from app.sweep.sources import HeldChanges, SweepEngine
 from app.sweep.sweep_csv import ask_sweep_csv, save_sweep_rows
 from app.theme import Theme
 from app.timeline.state import Forward
-from app.whatif.config_panel import ConfigPanel
-from app.whatif.runner import WhatIfRunner
 from lumos_core.errors import LumosError
 from lumos_core.progress import scaled
 from lumos_core.sweep.grid import Grid, parse_grid
@@ -65,7 +64,7 @@ class GridSweepDialog(QDialog):
     select = Forward("views")
 
     def __init__(
-        self, runner: WhatIfRunner, panel: ConfigPanel, theme: Theme, parent: QWidget | None = None
+        self, runner: SweepEngine, panel: HeldChanges, theme: Theme, parent: QWidget | None = None
     ) -> None:
         super().__init__(parent)
         self.setWindowTitle("Sweep")
