@@ -47,26 +47,8 @@ class Arrivals:
 
 def median_of_others(group: np.ndarray, value: np.ndarray) -> np.ndarray:
     """Per row: the (lower) median of ``value`` over the *other* rows of its group; NaN for a row
-    alone in its group. Vectorised: in a group sorted by value, leaving out the row at position
-    ``i`` of ``c`` puts the median of the rest at position ``m = (c - 2) // 2``, or ``m + 1`` when
-    ``m >= i``."""
-    out = np.full(len(group), np.nan)
-    if len(group) == 0:
-        return out
-    order = np.lexsort((value, group))
-    g, v = group[order], value[order].astype(float)
-    heads = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
-    counts = np.diff(np.r_[heads, len(g)])
-    seg = np.repeat(np.arange(len(heads)), counts)
-    pos = np.arange(len(g)) - heads[seg]
-    c = counts[seg]
-    m = (c - 2) // 2
-    pick = heads[seg] + m + (m >= pos)
-    ok = c >= 2
-    res = np.full(len(g), np.nan)
-    res[ok] = v[pick[ok]]
-    out[order] = res
-    return out
+    alone in its group (:func:`quantile_of_others` at 0.5: ``floor((c - 2) / 2)``)."""
+    return quantile_of_others(group, value, 0.5)
 
 
 def arrivals(job: Job) -> Arrivals:
