@@ -195,6 +195,25 @@ def test_a_sweep_shows_the_recomputation_trade(pp4: Path) -> None:
     assert mem[("full", 1)] < mem[("none", 1)]
 
 
+@pytest.mark.parametrize(
+    ("axis", "values", "faster"),
+    [
+        ("sp", "false,true", True),  # the replicated LayerNorm/dropout work is sharded over TP
+        ("cp", "1,2", True),  # half the tokens per rank
+        ("kv_heads", "48,8", True),  # a narrower QKV GEMM
+        ("mlp", "gelu,swiglu", False),  # a third MLP GEMM
+    ],
+)
+def test_each_new_knob_is_a_sweep_axis(pp4: Path, axis: str, values: str, faster: bool) -> None:
+    """Each knob goes through the sweep grid end to end: two ok rows, the second moving the right way."""
+    rows = _cli("sweep", str(pp4), "--grid", f"{axis}={values}", "--jobs", "1", "--json")
+    ok = [r for r in rows["rows"] if r["status"] == "ok"]
+    assert len(ok) == 2, rows["rows"]
+    first, second = (r["iteration_ms"] for r in ok)
+    assert (second < first) if faster else (second > first), (axis, first, second)
+    assert abs(second / first - 1) > 0.01, (axis, first, second)
+
+
 def test_multi_head_attention_stays_so_when_only_heads_change() -> None:
     from lumos_core.whatif.config import JobConfig, problems
     from lumos_core.whatif.retime.ratios import qkv_width
