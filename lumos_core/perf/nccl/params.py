@@ -15,6 +15,16 @@ Where the numbers come from:
   are of the same order as NCCL's tables; they are modelling defaults, not measurements.
 * ``ll_max_busbw_gbps``: the bus bandwidth the LL protocol saturates at (its flag polling limits
   it), per GPU generation, of the order NCCL's tuner assumes (Volta ~39, Ampere ~88, Hopper ~141).
+  Across nodes the host's proxy, not the GPU, limits LL: NCCL's tuner assumes ~39 GB/s (Intel
+  hosts) or ~22 (AMD) on 2 nodes and ~20 on more (``ll_max_busbw_net_gbps``).
+* Scale: a ring's latency grows with its steps (2(n-1) for all-reduce, n-1 for the others); a
+  tree's with log2(nodes); PAT (all-gather/reduce-scatter, one GPU per node) with log2(nodes) plus
+  a small per-rank term NCCL's own tuner keeps (``PAT_PER_RANK_US``); an all-to-all with its peers
+  (every remote peer costs the proxy a post for its send and one for its receive,
+  ``NET_OVERHEAD_US`` each). Trees fall short of their bandwidth model at mid sizes (NCCL corrects
+  its tuner with a measured table; here a dip in log2(size), ``TREE_DIP``), and a multi-node ring
+  all-reduce with Simple pays its per-step latency ~1.4x once the per-rank chunk fills a line per
+  channel (NCCL's "plateau" correction, ``RING_PLATEAU``).
 * ``ramp_bytes``: the Simple protocol moves data in large pipelined chunks (~512 KiB per channel
   and step, 16+ channels), so its bandwidth only approaches the ceiling for messages well above
   channels x chunk. NCCL corrects its own tree model for the same mid-size dip with a table
@@ -70,8 +80,27 @@ NETWORK_HOP_US: dict[str, dict[str, float]] = {
 # overhead (~1 µs, three round trips for Simple's flushes).
 NET_OVERHEAD_US = {"LL": 1.0, "LL128": 1.0, "Simple": 3.0}
 
+# Tree bandwidth short of its model at mid sizes: factor 1 - depth * exp(-(log2(bytes) - centre)^2
+# / (2 width^2)) per protocol, a smooth reading of the measured correction table NCCL's tuner
+# applies to trees (deepest ~0.4-0.5 between 256 KiB and 2 MiB, none beyond ~256 MiB).
+TREE_DIP = {"LL": (18.5, 0.6), "LL128": (19.0, 0.4), "Simple": (20.0, 0.5)}
+TREE_DIP_WIDTH = 3.5
+# PAT: each step pays a fraction of a network hop (NCCL: interLat / 3.5), and a linear part per
+# rank that NCCL's tuner still models (2.8 µs); it reaches ~0.75 of the ring's bandwidth.
+PAT_HOP_SHARE = 1 / 3.5
+PAT_PER_RANK_US = 2.8
+PAT_BW_SHARE = 0.75
+# Multi-node ring all-reduce on Simple: per-step latency x1.4 (x1.9 before Ampere) once each
+# rank's share per channel is >= 64 B (NCCL's plateau correction), with this many ring channels.
+RING_PLATEAU = {7: 1.9, 8: 1.4, 9: 1.4, 10: 1.4}
+RING_CHANNELS = 16
+
 # LL's bus-bandwidth ceiling (GB/s) by compute capability major: flag polling, not links, limits it.
 _LL_MAX_BUSBW = {7: 39.0, 8: 87.7, 9: 141.0, 10: 141.0}
+# Across nodes (2 nodes, more): the host CPU's vendor decides; DGX A100 and Azure ND A100 v4 have
+# AMD EPYC hosts, DGX H100/H200/B200 Intel Xeon (NCCL's tuner: AMD 22.5/19.0, Intel 39.0/20.4).
+_LL_MAX_BUSBW_NET = {8: (22.5, 19.0)}
+_LL_MAX_BUSBW_NET_DEFAULT = (39.0, 20.4)
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +121,8 @@ class CommParams:
     nvls_efficiency: float = 0.686
     network_efficiency: float = 0.94
     ll_max_busbw_gbps: float = 141.0
+    ll_max_busbw_net_gbps: tuple[float, float] = _LL_MAX_BUSBW_NET_DEFAULT
+    ring_plateau: float = 1.4
     ramp_bytes: float = 7.0e6
     latency_scale_intra: float = 1.0
     bandwidth_scale_intra: float = 1.0
@@ -126,8 +157,13 @@ class CommParams:
     def p2p_bw(self) -> float:
         return self.nvlink_gbps * 1e9 * self.ring_efficiency * self.bandwidth_scale_intra
 
-    def ll_max_bw(self) -> float:
-        return self.ll_max_busbw_gbps * 1e9 * self.bandwidth_scale_intra
+    def ll_max_bw(self, nodes: int = 1) -> float:
+        """LL's bus-bandwidth ceiling: the GPU's flag polling inside a node, the host's proxy
+        across nodes."""
+        if nodes <= 1:
+            return self.ll_max_busbw_gbps * 1e9 * self.bandwidth_scale_intra
+        two, more = self.ll_max_busbw_net_gbps
+        return (two if nodes == 2 else more) * 1e9 * self.bandwidth_scale_inter
 
     def latency_scale(self, nodes: int) -> float:
         return self.latency_scale_inter if nodes > 1 else self.latency_scale_intra
@@ -164,6 +200,8 @@ def params_for_gpu(gpu: GpuProfile | str | None = None) -> CommParams:
         nics_per_node=g.gpus_per_node,
         nvls=g.compute_capability[0] >= 9,
         ll_max_busbw_gbps=_LL_MAX_BUSBW.get(g.compute_capability[0], 87.7),
+        ll_max_busbw_net_gbps=_LL_MAX_BUSBW_NET.get(g.compute_capability[0], _LL_MAX_BUSBW_NET_DEFAULT),
+        ring_plateau=RING_PLATEAU.get(g.compute_capability[0], 1.4),
         # Achieved NIC efficiency and latency priors of the profile (fitted on published
         # nccl-tests where the profile says so); a trace's calibration multiplies the scales.
         network_efficiency=g.network_efficiency,
