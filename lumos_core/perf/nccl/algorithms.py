@@ -234,7 +234,9 @@ def _p2p(
             bw = _protocol_bw(p.p2p_bw(), proto, p, intra_bytes, 2, P2P_RAMP_SHARE)
             t = max(t, intra_bytes / bw)
         if inter_bytes > 0:
-            bw = _protocol_bw(p.gpu_network_bw(ppn), proto, p, inter_bytes, 2, P2P_RAMP_SHARE, nodes)
+            # A send/recv talks to one peer node whatever the group's size.
+            peers = nodes if kind == CollectiveKind.ALL_TO_ALL else 2
+            bw = _protocol_bw(p.gpu_network_bw(ppn), proto, p, inter_bytes, 2, P2P_RAMP_SHARE, peers)
             t = max(t, inter_bytes / bw)
         lat = BASE_LATENCY_US["p2p"][proto] + hop["p2p"][proto]
         if kind == CollectiveKind.ALL_TO_ALL:
