@@ -141,3 +141,19 @@ def test_echo_two_nodes_every_bandwidth_bound_size_within_target():
     for r in rows:
         pred = model.predict("allreduce", float(r["size_B"]), 16)
         assert abs(pred.seconds / (float(r["oop_time_us"]) * 1e-6) - 1) <= 0.20, r["size_B"]
+
+
+def test_lumos_comm_algo_restriction_like_nccl_algo(capsys):
+    import json
+
+    from lumos_core.cli import main
+
+    args = ["comm", "allreduce", "--bytes", "8", "--ranks", "12288", "--json"]
+    assert main(args) == 0
+    free = json.loads(capsys.readouterr().out)
+    assert main([*args, "--algo", "Ring", "--proto", "LL"]) == 0
+    ring = json.loads(capsys.readouterr().out)
+    assert free["algorithm"] != "ring" and (ring["algorithm"], ring["protocol"]) == ("ring", "LL")
+    assert ring["time_us"] > 100 * free["time_us"]
+    assert main([*args, "--algo", "butterfly"]) == 2
+    assert "--algo: unknown 'butterfly'" in capsys.readouterr().err
