@@ -16,7 +16,8 @@ Where the numbers come from:
 * ``ll_max_busbw_gbps``: the bus bandwidth the LL protocol saturates at (its flag polling limits
   it), per GPU generation, of the order NCCL's tuner assumes (Volta ~39, Ampere ~88, Hopper ~141).
   Across nodes the host's proxy, not the GPU, limits LL: NCCL's tuner assumes ~39 GB/s (Intel
-  hosts) or ~22 (AMD) on 2 nodes and ~20 on more (``ll_max_busbw_net_gbps``).
+  hosts) or ~22 (AMD) on 2 nodes and ~20 on more (``ll_max_busbw_2nodes_gbps``,
+  ``ll_max_busbw_more_nodes_gbps``).
 * Scale: a ring's latency grows with its steps (2(n-1) for all-reduce, n-1 for the others); a
   tree's with log2(nodes); PAT (all-gather/reduce-scatter, one GPU per node) with log2(nodes) plus
   a small per-rank term NCCL's own tuner keeps (``PAT_PER_RANK_US``); an all-to-all with its peers
@@ -121,7 +122,8 @@ class CommParams:
     nvls_efficiency: float = 0.686
     network_efficiency: float = 0.94
     ll_max_busbw_gbps: float = 141.0
-    ll_max_busbw_net_gbps: tuple[float, float] = _LL_MAX_BUSBW_NET_DEFAULT
+    ll_max_busbw_2nodes_gbps: float = _LL_MAX_BUSBW_NET_DEFAULT[0]
+    ll_max_busbw_more_nodes_gbps: float = _LL_MAX_BUSBW_NET_DEFAULT[1]
     ring_plateau: float = 1.4
     ramp_bytes: float = 7.0e6
     latency_scale_intra: float = 1.0
@@ -162,8 +164,8 @@ class CommParams:
         across nodes."""
         if nodes <= 1:
             return self.ll_max_busbw_gbps * 1e9 * self.bandwidth_scale_intra
-        two, more = self.ll_max_busbw_net_gbps
-        return (two if nodes == 2 else more) * 1e9 * self.bandwidth_scale_inter
+        gbps = self.ll_max_busbw_2nodes_gbps if nodes == 2 else self.ll_max_busbw_more_nodes_gbps
+        return gbps * 1e9 * self.bandwidth_scale_inter
 
     def latency_scale(self, nodes: int) -> float:
         return self.latency_scale_inter if nodes > 1 else self.latency_scale_intra
@@ -192,6 +194,7 @@ class CommParams:
 def params_for_gpu(gpu: GpuProfile | str | None = None) -> CommParams:
     """The uncalibrated parameters of a GPU profile's system (DGX/HGX: one NIC per GPU)."""
     g = get_gpu(gpu)
+    ll_net = _LL_MAX_BUSBW_NET.get(g.compute_capability[0], _LL_MAX_BUSBW_NET_DEFAULT)
     return CommParams(
         gpu=g.name,
         gpus_per_node=g.gpus_per_node,
@@ -200,7 +203,8 @@ def params_for_gpu(gpu: GpuProfile | str | None = None) -> CommParams:
         nics_per_node=g.gpus_per_node,
         nvls=g.compute_capability[0] >= 9,
         ll_max_busbw_gbps=_LL_MAX_BUSBW.get(g.compute_capability[0], 87.7),
-        ll_max_busbw_net_gbps=_LL_MAX_BUSBW_NET.get(g.compute_capability[0], _LL_MAX_BUSBW_NET_DEFAULT),
+        ll_max_busbw_2nodes_gbps=ll_net[0],
+        ll_max_busbw_more_nodes_gbps=ll_net[1],
         ring_plateau=RING_PLATEAU.get(g.compute_capability[0], 1.4),
         # Achieved NIC efficiency and latency priors of the profile (fitted on published
         # nccl-tests where the profile says so); a trace's calibration multiplies the scales.
