@@ -35,7 +35,6 @@ from lumos_core.perf.nccl.params import (
     PAT_PER_RANK_US,
     RING_CHANNELS,
     TREE_DIP,
-    TREE_DIP_WIDTH,
     CommParams,
 )
 from lumos_core.perf.nccl.topology import GroupShape
@@ -71,10 +70,16 @@ def simple_ramp(size_bytes: float, ramp_bytes: float) -> float:
 
 
 def tree_dip(size_bytes: float, protocol: str) -> float:
-    """Fraction of its bandwidth model a tree reaches at this size (NCCL's mid-size correction)."""
-    centre, depth = TREE_DIP[protocol]
-    x = math.log2(max(size_bytes, 1.0)) - centre
-    return 1.0 - depth * math.exp(-x * x / (2 * TREE_DIP_WIDTH**2))
+    """Fraction of its bandwidth model a tree reaches at this size (NCCL's mid-size correction,
+    linear in log2(size) between its measured points)."""
+    knots = TREE_DIP[protocol]
+    x = math.log2(max(size_bytes, 1.0))
+    if x <= knots[0][0] or x >= knots[-1][0]:
+        return 1.0 if x >= knots[-1][0] else knots[0][1]
+    for (x0, y0), (x1, y1) in zip(knots, knots[1:]):
+        if x <= x1:
+            return y0 + (y1 - y0) * (x - x0) / (x1 - x0)
+    return 1.0
 
 
 def _log2(n: int) -> int:

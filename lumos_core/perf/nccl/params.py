@@ -23,7 +23,7 @@ Where the numbers come from:
   a small per-rank term NCCL's own tuner keeps (``PAT_PER_RANK_US``); an all-to-all with its peers
   (every remote peer costs the proxy a post for its send and one for its receive,
   ``NET_OVERHEAD_US`` each). Trees fall short of their bandwidth model at mid sizes (NCCL corrects
-  its tuner with a measured table; here a dip in log2(size), ``TREE_DIP``), and a multi-node ring
+  its tuner with a measured table, ``TREE_DIP``), and a multi-node ring
   all-reduce with Simple pays its per-step latency ~1.4x once the per-rank chunk fills a line per
   channel (NCCL's "plateau" correction, ``RING_PLATEAU``).
 * ``ramp_bytes``: the Simple protocol moves data in large pipelined chunks (~512 KiB per channel
@@ -81,11 +81,18 @@ NETWORK_HOP_US: dict[str, dict[str, float]] = {
 # overhead (~1 µs, three round trips for Simple's flushes).
 NET_OVERHEAD_US = {"LL": 1.0, "LL128": 1.0, "Simple": 3.0}
 
-# Tree bandwidth short of its model at mid sizes: factor 1 - depth * exp(-(log2(bytes) - centre)^2
-# / (2 width^2)) per protocol, a smooth reading of the measured correction table NCCL's tuner
-# applies to trees (deepest ~0.4-0.5 between 256 KiB and 2 MiB, none beyond ~256 MiB).
-TREE_DIP = {"LL": (18.5, 0.6), "LL128": (19.0, 0.4), "Simple": (20.0, 0.5)}
-TREE_DIP_WIDTH = 3.5
+# Trees fall short of their bandwidth model at mid sizes. NCCL corrects its tuner with a measured
+# factor per power-of-two size (``treeCorrectionFactor`` in src/graph/tuning.cc); these are its
+# values as (log2 bytes, factor) knots, linear in log2(size) between them, 1.0 outside.
+TREE_DIP: dict[str, tuple[tuple[float, float], ...]] = {
+    "LL": ((9, 1.0), (10, 0.9), (11, 0.8), (12, 0.7), (15, 0.7), (16, 0.6), (17, 0.5), (18, 0.4),
+           (19, 0.4), (20, 0.5), (21, 0.6), (22, 0.7), (23, 0.8), (24, 0.9), (25, 1.0)),
+    "LL128": ((10, 1.0), (11, 0.9), (12, 0.8), (14, 0.8), (15, 0.7), (16, 0.6), (21, 0.6),
+              (22, 0.8), (23, 0.9), (26, 0.9), (27, 1.0)),
+    "Simple": ((6, 0.9), (12, 0.9), (13, 0.8), (14, 0.7), (15, 0.6), (16, 0.6), (17, 0.5),
+               (20, 0.5), (21, 0.6), (22, 0.7), (23, 0.8), (24, 0.7), (25, 0.7), (26, 0.8),
+               (27, 0.9), (28, 0.9), (29, 1.0)),
+}
 # PAT: each step pays a fraction of a network hop (NCCL: interLat / 3.5), and a linear part per
 # rank that NCCL's tuner still models (2.8 µs); it reaches ~0.75 of the ring's bandwidth.
 PAT_HOP_SHARE = 1 / 3.5
