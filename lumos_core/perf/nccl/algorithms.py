@@ -245,6 +245,10 @@ def _p2p(
             t = max(t, inter_bytes / bw)
         lat = BASE_LATENCY_US["p2p"][proto] + hop["p2p"][proto]
         if kind == CollectiveKind.ALL_TO_ALL:
-            lat += 2 * (n - ppn) * NET_OVERHEAD_US[proto] + (ppn - 1) * NVLINK_HOP_US["p2p"][proto]
+            # The proxy posts while earlier messages move: posting and transfer overlap, so the
+            # time is the longer of the two (a post is a CPU action, the same for either protocol).
+            posting = 2 * (n - ppn) * NET_OVERHEAD_US["LL"] + (ppn - 1) * NVLINK_HOP_US["p2p"][proto]
+            lat += posting
+            t = max(t - posting * lat_scale, 0.0)
         out.append(Candidate("p2p", proto, lat * lat_scale, t))
     return out
