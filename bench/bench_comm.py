@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import math
 import statistics
 import sys
 import time
@@ -85,8 +84,14 @@ def part_a(verbose: bool) -> float | None:
         )
         if n == 16:
             out = statistics.median(errs)
-            big = [e for e, r in zip(errs, [r for r in rows if int(r["n_gpus"]) == 16]) if float(r["size_B"]) >= 2**30]
-            print(f"         2 nodes, sizes >= 1 GiB: median {_median_pct(big)} (bus bandwidth ~125-128 GB/s)")
+            big = [
+                e
+                for e, r in zip(errs, [r for r in rows if int(r["n_gpus"]) == 16])
+                if float(r["size_B"]) >= 2**30
+            ]
+            print(
+                f"         2 nodes, sizes >= 1 GiB: median {_median_pct(big)} (bus bandwidth ~125-128 GB/s)"
+            )
     print("    issue target: median within 20 % across nodes\n")
     return out
 
@@ -116,7 +121,9 @@ def part_b() -> None:
     measured = {4: 363.3, 5: 414.2, 6: 435.6, 7: 460.0, 8: 473.1}
     h200 = NcclModel.for_gpu("H200")
     errs = [abs(h200.predict("allreduce", big, n).busbw / 1e9 / v - 1) for n, v in measured.items()]
-    print(f"    H200 one node 4-8 GPUs (NVLS/ring best): median |busbw error| {_median_pct(errs)} (hold-out)\n")
+    print(
+        f"    H200 one node 4-8 GPUs (NVLS/ring best): median |busbw error| {_median_pct(errs)} (hold-out)\n"
+    )
 
 
 def part_c() -> None:
@@ -157,14 +164,24 @@ def part_d(verbose: bool) -> None:
         for kind in KINDS:
             for n in ranks:
                 ts = [model.predict(kind, s, n).seconds for s in sizes]
-                bad += [f"{kind} n={n} not monotone in size" for a, b in zip(ts, ts[1:]) if b < a * (1 - 1e-9)]
+                bad += [
+                    f"{kind} n={n} not monotone in size" for a, b in zip(ts, ts[1:]) if b < a * (1 - 1e-9)
+                ]
             for s in sizes:
                 ts = [model.predict(kind, s, n).seconds for n in ranks]
                 if kind != "sendrecv":
-                    bad += [f"{kind} {s} B not monotone in ranks" for a, b in zip(ts, ts[1:]) if b < a * (1 - 1e-9)]
-        print(f"  {gpu}: achieved NIC rate per node {nic:.0f} GB/s; monotone in size and ranks: "
-              + ("yes" if not bad else f"NO ({len(bad)}: {bad[:3]})"))
-        print("    all-reduce  GPUs  8 B µs (alg)           ring-only 8 B µs   1 GiB busbw  8 GiB busbw (alg)")
+                    bad += [
+                        f"{kind} {s} B not monotone in ranks"
+                        for a, b in zip(ts, ts[1:])
+                        if b < a * (1 - 1e-9)
+                    ]
+        print(
+            f"  {gpu}: achieved NIC rate per node {nic:.0f} GB/s; monotone in size and ranks: "
+            + ("yes" if not bad else f"NO ({len(bad)}: {bad[:3]})")
+        )
+        print(
+            "    all-reduce  GPUs  8 B µs (alg)           ring-only 8 B µs   1 GiB busbw  8 GiB busbw (alg)"
+        )
         for n in ranks:
             small = model.predict("allreduce", 8, n)
             r_small = ring.predict("allreduce", 8, n)
@@ -180,7 +197,9 @@ def part_d(verbose: bool) -> None:
             f"    8 B all-reduce 64 -> 12,288 GPUs: x{t12k / t64:.2f} (log2 nodes 3 -> 11: x{11 / 3:.2f} network hops);"
             f" ring alone x{r12k / r64:.0f} (ranks x192)"
         )
-        print("    other kinds at 12,288 GPUs: 8 B µs (alg) | 1 GiB busbw GB/s | one GPU per node 1,536 nodes 1 MiB µs (alg)")
+        print(
+            "    other kinds at 12,288 GPUs: 8 B µs (alg) | 1 GiB busbw GB/s | one GPU per node 1,536 nodes 1 MiB µs (alg)"
+        )
         for kind in KINDS[1:]:
             a = model.predict(kind, 8, 12288)
             b = model.predict(kind, 2**30, 12288)
@@ -195,7 +214,9 @@ def part_d(verbose: bool) -> None:
                     row = " ".join(f"{model.predict(kind, s, n).seconds * 1e6:10.1f}" for s in sizes)
                     print(f"      {kind:13s} {n:6d} {row}")
     print("  ring all-gather/reduce-scatter/broadcast latency stays linear in ranks: NCCL has no tree for")
-    print("  them (PAT, logarithmic, only with one GPU per node); all-to-all pays a proxy post per remote peer.")
+    print(
+        "  them (PAT, logarithmic, only with one GPU per node); all-to-all pays a proxy post per remote peer."
+    )
 
 
 def main() -> int:

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
+from lumos_core.perf.collective_kinds import as_collective_kind, bus_factor
 from lumos_core.perf.nccl import NcclModel
 from lumos_core.perf.nccl.algorithms import candidates
-from lumos_core.perf.collective_kinds import as_collective_kind, bus_factor
 
 GT = (Path(__file__).resolve().parent.parent.parent / "shared" / "ground-truth" / "nccl").resolve()
 needs_gt = pytest.mark.skipif(not GT.is_dir(), reason=f"{GT} is absent (published measurements)")

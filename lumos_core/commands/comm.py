@@ -71,7 +71,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=None,
         help="restrict the algorithms, as NCCL_ALGO does (comma list of ring, tree, nvls, nvls_tree, pat, p2p)",
     )
-    p.add_argument("--proto", default=None, help="restrict the protocols, as NCCL_PROTO does (LL, LL128, Simple)")
+    p.add_argument(
+        "--proto", default=None, help="restrict the protocols, as NCCL_PROTO does (LL, LL128, Simple)"
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
 

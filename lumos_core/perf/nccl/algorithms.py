@@ -147,7 +147,9 @@ def _factor(kind: CollectiveKind, n: int) -> float:
     return 1.0
 
 
-def _ring(kind: CollectiveKind, size: float, shape: GroupShape, p: CommParams, lat_scale: float) -> list[Candidate]:
+def _ring(
+    kind: CollectiveKind, size: float, shape: GroupShape, p: CommParams, lat_scale: float
+) -> list[Candidate]:
     """Ring: bus bandwidth of the slowest link class (NVLink, or the node's NICs), latency linear
     in the ring's steps."""
     n, nodes, ppn = shape.ranks, shape.nodes, shape.per_node
@@ -156,9 +158,7 @@ def _ring(kind: CollectiveKind, size: float, shape: GroupShape, p: CommParams, l
     # NCCL's plateau: once each rank's share per channel fills a line, a multi-node Simple ring
     # all-reduce pays its per-step latency ~1.4x (the pipeline no longer hides the flushes).
     plateau = (
-        p.ring_plateau
-        if kind in _REDUCE_KINDS and nodes > 1 and size / (RING_CHANNELS * n) >= 64
-        else 1.0
+        p.ring_plateau if kind in _REDUCE_KINDS and nodes > 1 and size / (RING_CHANNELS * n) >= 64 else 1.0
     )
     out = []
     for proto in ("LL", "LL128", "Simple"):

@@ -83,7 +83,9 @@ NET_OVERHEAD_US = {"LL": 1.0, "LL128": 1.0, "Simple": 3.0}
 
 # Trees fall short of their bandwidth model at mid sizes. NCCL corrects its tuner with a measured
 # factor per power-of-two size (``treeCorrectionFactor`` in src/graph/tuning.cc); these are its
-# values as (log2 bytes, factor) knots, linear in log2(size) between them, 1.0 outside.
+# values as (log2 bytes, factor) knots, linear in log2(size) between them, the first knot's
+# value below them and 1.0 beyond (NCCL applies none from 512 MiB).
+# fmt: off
 TREE_DIP: dict[str, tuple[tuple[float, float], ...]] = {
     "LL": ((9, 1.0), (10, 0.9), (11, 0.8), (12, 0.7), (15, 0.7), (16, 0.6), (17, 0.5), (18, 0.4),
            (19, 0.4), (20, 0.5), (21, 0.6), (22, 0.7), (23, 0.8), (24, 0.9), (25, 1.0)),
@@ -93,6 +95,7 @@ TREE_DIP: dict[str, tuple[tuple[float, float], ...]] = {
                (20, 0.5), (21, 0.6), (22, 0.7), (23, 0.8), (24, 0.7), (25, 0.7), (26, 0.8),
                (27, 0.9), (28, 0.9), (29, 1.0)),
 }
+# fmt: on
 # PAT: each step pays a fraction of a network hop (NCCL: interLat / 3.5), and a linear part per
 # rank that NCCL's tuner still models (2.8 µs); it reaches ~0.75 of the ring's bandwidth.
 PAT_HOP_SHARE = 1 / 3.5
