@@ -5,12 +5,14 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+from dataclasses import replace
 
 import orjson
 
 from lumos_core.errors import ConfigError
 from lumos_core.perf.collective_kinds import as_collective_kind
 from lumos_core.perf.nccl import NcclModel
+from lumos_core.perf.nccl.params import ALGORITHMS, PROTOCOLS
 from lumos_core.trace.model import CollectiveKind
 
 DESCRIPTION = """Predict the time of one NCCL collective, with the algorithm (ring, tree, NVLS,
@@ -24,7 +26,8 @@ a job with tensor parallelism 8 has one GPU per node: --nodes equal to --ranks).
 examples:
   lumos comm allreduce --bytes 1GiB --ranks 8
   lumos comm allreduce --bytes 256MiB --ranks 512 --gpu H100 --json
-  lumos comm allgather --bytes 64MiB --ranks 64 --nodes 64 --network-gbps 25"""
+  lumos comm allgather --bytes 64MiB --ranks 64 --nodes 64 --network-gbps 25
+  lumos comm allreduce --bytes 1GiB --ranks 128 --gpu A100 --network-gbps 25 --algo ring"""
 
 _KINDS = "allreduce, allgather, reducescatter, broadcast, reduce, alltoall, sendrecv, barrier"
 _UNITS = {
@@ -63,6 +66,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gpu", default="H100", help="GPU profile (default H100)")
     p.add_argument("--nvlink-gbps", type=float, default=None, help="NVLink GB/s per GPU per direction")
     p.add_argument("--network-gbps", type=float, default=None, help="network GB/s per NIC (400 Gb/s = 50)")
+    p.add_argument(
+        "--algo",
+        default=None,
+        help="restrict the algorithms, as NCCL_ALGO does (comma list of ring, tree, nvls, nvls_tree, pat, p2p)",
+    )
+    p.add_argument(
+        "--proto", default=None, help="restrict the protocols, as NCCL_PROTO does (LL, LL128, Simple)"
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
 
@@ -86,6 +97,7 @@ def run(args: argparse.Namespace) -> int:
         nvlink_gbps=args.nvlink_gbps,
         network_gbps=args.network_gbps,
     )
+    model = _restricted(model, args.algo, args.proto)
     pred = model.predict(kind, args.bytes, args.ranks, nodes=args.nodes)
     if args.json:
         out = {
@@ -119,6 +131,28 @@ def run(args: argparse.Namespace) -> int:
     for line in model.describe()[:1]:
         print("  " + line)
     return 0
+
+
+def _restricted(model: NcclModel, algo: str | None, proto: str | None) -> NcclModel:
+    """``--algo``/``--proto``: the model limited to those choices (an unavailable one falls back
+    to every choice, as NCCL does when the forced algorithm cannot run the collective)."""
+    algos = _names(algo, ALGORITHMS, "--algo")
+    protos = _names(proto, PROTOCOLS, "--proto")
+    if not algos and not protos:
+        return model
+    return replace(model, algorithms=algos, protocols=protos)
+
+
+def _names(text: str | None, known: tuple[str, ...], flag: str) -> tuple[str, ...] | None:
+    if not text:
+        return None
+    lower = {k.lower(): k for k in known}
+    out = []
+    for name in text.replace(" ", "").split(","):
+        if name.lower() not in lower:
+            raise ConfigError(f"{flag}: unknown {name!r} (use {', '.join(known)})")
+        out.append(lower[name.lower()])
+    return tuple(out)
 
 
 def _human(n: float) -> str:
