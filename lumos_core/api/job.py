@@ -23,6 +23,7 @@ from lumos_core.api.results import (
     ValidationReport,
 )
 from lumos_core.api.steps import keep_iteration, sample_label
+from lumos_core.api.timing import timed_replay
 from lumos_core.graph.build import build_graph
 from lumos_core.perf.profile import HardwareProfile
 from lumos_core.progress import Progress, no_progress, scaled
@@ -137,7 +138,7 @@ class Job:
         when first read); ``idle``: attribute idle time; ``busy``: GPU busy per 1 ms in ``to_dict``."""
         factors = parse_scale(scale) if isinstance(scale, list) else dict(scale or {})
         graph = self.build_graph(scaled(progress, 0.0, 0.5))
-        result = replay(self.data, scale=factors, progress=scaled(progress, 0.5, 1.0), graph=graph)
+        result, times = timed_replay(self.data, graph, factors, scaled(progress, 0.5, 1.0))
         peers = self.peer_waits
         other_pct = None
         if peers.collectives:  # the figure the other way too (one more simulation pass)
@@ -158,6 +159,7 @@ class Job:
             peer_note=peers.note(other_pct, result.mean_abs_error_pct),
             other_way_error_pct=other_pct,
             traced=self.data,
+            times=times,
         )
 
     def idle(self) -> IdleBreakdown:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 
 import orjson
 
@@ -226,6 +227,7 @@ def run(args: argparse.Namespace) -> int:
         return _run_predict(cfg, args.json)
     if not args.out:
         raise ConfigError("lumos synth needs an output folder OUT (or --predict-only)")
+    t0 = time.perf_counter()  # the time the summary reports, measured around the generator
     result = synthesize(
         cfg,
         args.out,
@@ -234,6 +236,7 @@ def run(args: argparse.Namespace) -> int:
         compresslevel=args.compress_level,
         workers=args.workers,
     )
+    seconds = time.perf_counter() - t0
     m = cfg.model
     summary = {
         "synthetic": True,
@@ -246,7 +249,7 @@ def run(args: argparse.Namespace) -> int:
         "gpu_activities": result.n_gpu,
         "collective_instances": result.n_instances,
         "bytes_on_disk": result.bytes_on_disk,
-        "seconds": round(result.seconds, 3),
+        "seconds": round(seconds, 3),
         "iteration_ms": [round(x, 3) for x in result.iteration_ms],
         "prediction": predict(cfg).as_dict(),
     }
@@ -270,7 +273,7 @@ def run(args: argparse.Namespace) -> int:
         f"  {result.n_events:,} events ({result.n_tasks:,} tasks, {result.n_gpu:,} GPU activities), "
         f"{result.n_instances:,} collective instances"
     )
-    print(f"  {result.bytes_on_disk / 1e6:,.1f} MB on disk in {result.seconds:.1f} s")
+    print(f"  {result.bytes_on_disk / 1e6:,.1f} MB on disk in {seconds:.1f} s")
     print(
         "  iteration time (longest rank, ProfilerStep on GPU): "
         + ", ".join(f"{x:.2f} ms" for x in result.iteration_ms)
