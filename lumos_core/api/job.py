@@ -10,6 +10,7 @@ replayed once for every estimate, sweep and validation of this job). Long steps 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -35,6 +36,7 @@ from lumos_core.whatif.knobs import coerce_changes
 
 if TYPE_CHECKING:  # the what-if engine is imported when first used (lumos replay does without it)
     from lumos_core.graph.model import ExecutionGraph
+    from lumos_core.sweep.results import ResultsFile
     from lumos_core.whatif.config import Baseline, JobConfig
     from lumos_core.whatif.estimate import Estimator
 
@@ -188,30 +190,45 @@ class Job:
         *,
         fixed: dict[str, Any] | None = None,
         jobs: int | None = None,
+        engine: str | None = None,
+        address: str | None = None,
         out: str | Path | None = None,
         restart: bool = False,
+        on_results: Callable[[ResultsFile], None] | None = None,
         progress: Progress = no_progress,
     ) -> SweepTable:
         """Estimate every configuration of ``grid`` (``"dp=8,16,32 pp=1,2"``, as ``lumos sweep``),
-        ``fixed`` knobs held. ``jobs``: None estimates in this process with the job's estimator, a
-        number runs that many worker processes; ``out``: a resumable results CSV."""
+        ``fixed`` knobs held. ``engine``: "local" (``jobs`` worker processes, default one per
+        core) or "ray" (a Ray cluster at ``address``, default a local Ray); None: ``jobs`` None
+        estimates in this process with the job's estimator, a number runs that many worker
+        processes. ``out``: a resumable results CSV; ``on_results`` sees it once opened (the rows
+        already there, or how many are on disk when the sweep is interrupted)."""
         from lumos_core.sweep.engines import InProcessEngine, SweepContext, make_engine
         from lumos_core.sweep.grid import parse_grid
         from lumos_core.sweep.results import ResultsFile
         from lumos_core.sweep.run import run_grid
 
         g = parse_grid(grid, fixed)
-        engine = InProcessEngine(progress) if jobs is None else make_engine("local", jobs)
-        results = ResultsFile(Path(out), g.columns, restart=restart) if out else None
+        if engine is not None:
+            runner = make_engine(engine, jobs, address)
+        else:
+            runner = InProcessEngine(progress) if jobs is None else make_engine("local", jobs)
+        try:
+            results = ResultsFile(Path(out), g.columns, restart=restart) if out else None
+        except BaseException:
+            runner.close()
+            raise
+        if results is not None and on_results is not None:
+            on_results(results)
         try:
             context = SweepContext(self.data, self.graph, self.baseline, self.profile)
             context.kept = self.estimator  # in this process: the job's own, its replay already done
             report = run_grid(
-                self.data, g, engine, baseline=self.baseline, graph=self.graph, results=results,
+                self.data, g, runner, baseline=self.baseline, graph=self.graph, results=results,
                 progress=progress, profile=self.profile, context=context,
             )  # fmt: skip
         finally:
-            engine.close()
+            runner.close()
             if results is not None:
                 results.close()
         return SweepTable(report, out=str(out) if out else None)
