@@ -52,20 +52,7 @@ SIBLINGS = [{"graph", "synth"}, {"sweep", "compare"}]
 LAYER_EXCEPTIONS: dict[tuple[str, str], str] = {}
 # (file, class or None for the whole file): why it is longer than the limit. A class counts with
 # what it inherits from this project (tests/class_sizes.py): a mixin stack is one class to read.
-SIZE_EXCEPTIONS: dict[tuple[str, str | None], str] = {
-    # 174 own lines + StageLayers + StageWriter
-    (
-        "lumos_core/synth/stage_program.py",
-        "StageProgram",
-    ): "inherits 426 lines from mixins; to be composed (issue 29)",
-    # 256 own lines + StageWriter
-    (
-        "lumos_core/synth/stage_layers.py",
-        "StageLayers",
-    ): "inherits 170 lines from mixins; to be composed (issue 29)",
-    # 196 own lines + EventWriter
-    ("lumos_core/synth/emit.py", "Emitter"): "inherits 148 lines from mixins; to be composed (issue 29)",
-}
+SIZE_EXCEPTIONS: dict[tuple[str, str | None], str] = {}
 MAX_FILE_LINES = 600
 MAX_CLASS_LINES = 300
 
