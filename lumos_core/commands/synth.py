@@ -76,7 +76,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     par.add_argument("--micro-batch", type=int, default=1, help="sequences per microbatch (default 1)")
     par.add_argument("--schedule", default="1f1b", choices=SCHEDULES, help="pipeline schedule (default 1f1b)")
     par.add_argument(
-        "--vp", type=int, default=1, help="virtual stages per rank: interleaved 1F1B (trace-free only)"
+        "--vp", type=int, default=1, help="virtual stages (model chunks) per rank: interleaved 1F1B"
     )
     par.add_argument(
         "--sp", action="store_true", help="sequence parallelism (TP reduce-scatter + all-gather)"
@@ -266,7 +266,8 @@ def run(args: argparse.Namespace) -> int:
     )
     print(
         f"  TP{cfg.tp} x PP{cfg.pp} x DP{cfg.dp} = {cfg.world_size} {cfg.gpu} GPUs on {nodes} node(s); "
-        f"{cfg.schedule}, {cfg.microbatches} microbatches of {cfg.micro_batch}, {cfg.iterations} iterations, "
+        f"{cfg.schedule if cfg.vp == 1 else f'interleaved 1f1b with {cfg.vp} chunks per stage'}, "
+        f"{cfg.microbatches} microbatches of {cfg.micro_batch}, {cfg.iterations} iterations, "
         f"seed {cfg.seed}" + "".join(f"; rank {r} slowed x{f:g}" for r, f in cfg.slow_ranks)
     )
     print(

@@ -344,11 +344,10 @@ def synthesize(
     ``workers`` processes write ranks in parallel (default: 1 below 32 ranks, else up to 8 CPUs);
     the output is the same whatever their number.
     """
-    if cfg.vp > 1 or cfg.cp > 1:
+    if cfg.cp > 1:
         raise ConfigError(
-            "interleaved stages (--vp) and context parallelism (--cp) are modelled by the trace-free "
-            "prediction only (lumos synth --predict-only); the trace generator writes 1F1B/GPipe "
-            "jobs without CP"
+            "context parallelism (--cp) is modelled by the trace-free prediction only "
+            "(lumos synth --predict-only); the trace generator writes jobs without CP"
         )
     out = Path(out)
     _prepare_output(out, overwrite)

@@ -3,9 +3,11 @@ transfers, gradient reduce-scatter per bucket, the optimizer (see :mod:`lumos_co
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from lumos_core.perf import costs
 from lumos_core.perf.hardware import GpuProfile
-from lumos_core.perf.schedules import pipeline_steps
+from lumos_core.perf.schedules import interleaved_steps, pipeline_steps
 from lumos_core.synth.kernel_names import ADAM, FILL, L2NORM
 from lumos_core.synth.models import SynthConfig
 from lumos_core.synth.plan import (
@@ -36,9 +38,16 @@ class StageProgram:
     one model chunk of an interleaved schedule), written by a :class:`StageWriter` (``w``) with the
     model pieces of :class:`StageLayers` (``parts``)."""
 
-    def __init__(self, cfg: SynthConfig, gpu: GpuProfile, stage: int, chunk: int | None = None) -> None:
+    def __init__(
+        self,
+        cfg: SynthConfig,
+        gpu: GpuProfile,
+        stage: int,
+        chunk: int | None = None,
+        w: StageWriter | None = None,
+    ) -> None:
         self.cfg = cfg
-        self.w = StageWriter(cfg, gpu, stage)
+        self.w = w or StageWriter(cfg, gpu, stage)  # ``w``: the stage's writer, shared by its chunks
         self.parts = StageLayers(self.w)
         self.plan = self.w.plan
         if chunk is None:
@@ -159,11 +168,14 @@ class StageProgram:
             )
         self.w.ops.append((OP_P2P, THREAD_MAIN, tuple(descs)))
 
-    def optimizer(self, rs_handles: list[int]) -> None:
+    def optimizer(self, rs_handles: list[int], others: Sequence[StageProgram] = ()) -> None:
+        """The distributed optimizer's step; ``others``: the stage's other model chunks (interleaved
+        schedule), updated by the same step (one gradient norm, Adam and all-gather per bucket)."""
         th = THREAD_MAIN
         cfg = self.cfg
+        chunks = [self, *others]
         self.w.wait(th, rs_handles)  # finish_grad_sync
-        shard = self.rank_params // cfg.dp
+        shard = sum(c.rank_params for c in chunks) // cfg.dp
         self.w.begin(th, "Optimizer.step#DistributedOptimizer.step")
         t_norm = costs.memory_time(shard * 4, self.w.gpu)
         self.w.kernel(
@@ -181,7 +193,7 @@ class StageProgram:
         self.w.ops.append((OP_MEMCPY, th, 4))  # grad_norm.item()
         self.w.ops.append((OP_SYNC, th))
         ag_handles: list[int] = []
-        buckets = list(self._buckets.values())
+        buckets = [n for c in chunks for n in c.bucket_sizes]
         for numel in buckets:
             # Adam on the fp32 shard: read/write params, m, v (24 B), read the bf16 grad, write bf16 params.
             t_adam = costs.memory_time(numel // cfg.dp * 28, self.w.gpu)
@@ -220,20 +232,29 @@ class StageProgram:
 
 
 def build_stage_plan(cfg: SynthConfig, gpu: GpuProfile, stage: int) -> StagePlan:
-    """The instructions of one training iteration on pipeline ``stage``."""
-    b = StageProgram(cfg, gpu, stage)
-    b.w.ops.append((OP_STEP_BEGIN,))
-    b.zero_grad()
-    steps = pipeline_steps(cfg.schedule, stage, cfg.pp, cfg.microbatches)
-    last_backward = max(i for i, s in enumerate(steps) if s.phase == "B")
+    """The instructions of one training iteration on pipeline ``stage``: with virtual stages
+    (``cfg.vp`` > 1) its model chunks in the interleaved 1F1B order, each chunk's gradients
+    reduce-scattered during its own last backward."""
+    w = StageWriter(cfg, gpu, stage)
+    if cfg.vp > 1:
+        chunks = [StageProgram(cfg, gpu, stage, c, w) for c in range(cfg.vp)]
+        steps = interleaved_steps(stage, cfg.pp, cfg.vp, cfg.microbatches)
+    else:
+        chunks = [StageProgram(cfg, gpu, stage, None, w)]
+        steps = pipeline_steps(cfg.schedule, stage, cfg.pp, cfg.microbatches)
+    w.ops.append((OP_STEP_BEGIN,))
+    for chunk in chunks:  # Megatron zeroes each model chunk's gradient buffer
+        chunk.zero_grad()
+    last_backward = {s.chunk: i for i, s in enumerate(steps) if s.phase == "B"}
     rs_handles: list[int] = []
     for i, step in enumerate(steps):
+        b = chunks[step.chunk]
         if step.phase == "F":
             b.forward(step.microbatch)
         elif step.phase == "B":
-            b.backward(step.microbatch, sync_grads=i == last_backward, rs_handles=rs_handles)
+            b.backward(step.microbatch, sync_grads=i == last_backward[step.chunk], rs_handles=rs_handles)
         else:
             b.p2p(step.transfers)
-    b.optimizer(rs_handles)
-    b.w.ops.append((OP_STEP_END,))
-    return b.plan
+    chunks[0].optimizer(rs_handles, chunks[1:])
+    w.ops.append((OP_STEP_END,))
+    return w.plan
