@@ -220,12 +220,16 @@ class Job:
             raise
         if results is not None and on_results is not None:
             on_results(results)
+
+        def context() -> SweepContext:  # when a point is left to estimate (a resumed sweep may have none)
+            made = SweepContext(self.data, self.graph, self.baseline, self.profile)
+            made.kept = self.estimator  # in this process: the job's own, its replay already done
+            return made
+
         try:
-            context = SweepContext(self.data, self.graph, self.baseline, self.profile)
-            context.kept = self.estimator  # in this process: the job's own, its replay already done
             report = run_grid(
-                self.data, g, runner, baseline=self.baseline, graph=self.graph, results=results,
-                progress=progress, profile=self.profile, context=context,
+                self.data, g, runner, baseline=self.baseline, results=results, progress=progress,
+                profile=self.profile, context=context,
             )  # fmt: skip
         finally:
             runner.close()
