@@ -206,7 +206,8 @@ def _transfers(steps: list, op: str, peer: str) -> list[int]:
 def test_interleaved_steps_pair_every_transfer_around_the_ring(p: int, v: int) -> None:
     """Every activation a stage sends on is received by the next stage of the ring (the last
     stage feeds stage 0's next chunk), every gradient sent back by the previous one, in the same
-    order and for the same microbatches; the compute order is interleaved_order's."""
+    order and for the same microbatches, each before the step that needs it; the compute order is
+    interleaved_order's."""
     for m in (p, 2 * p, 3 * p):
         steps = {s: interleaved_steps(s, p, v, m) for s in range(p)}
         for s in range(p):
@@ -217,6 +218,16 @@ def test_interleaved_steps_pair_every_transfer_around_the_ring(p: int, v: int) -
             assert _transfers(nxt, "send", "prev") == _transfers(steps[s], "recv", "next"), (m, s)
         # each piece but the last sends m activations on; each but the first m gradients back
         assert sum(len(_transfers(x, "send", "next")) for x in steps.values()) == (p * v - 1) * m
+        for s in range(p):  # a step's input has arrived before it runs
+            got = {"F": 0, "B": 0}
+            need = {"F": 0, "B": 0}
+            for x in steps[s]:
+                if x.phase == "P2P":
+                    got["F"] += sum((t.op, t.peer) == ("recv", "prev") for t in x.transfers)
+                    got["B"] += sum((t.op, t.peer) == ("recv", "next") for t in x.transfers)
+                elif (x.phase, s, x.chunk) not in (("F", 0, 0), ("B", p - 1, v - 1)):
+                    need[x.phase] += 1
+                    assert got[x.phase] >= need[x.phase], (m, s, x)
 
 
 def test_interleaved_traces_replay_to_their_prediction_with_a_smaller_bubble(tmp_path) -> None:
