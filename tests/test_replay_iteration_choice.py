@@ -55,5 +55,5 @@ def test_a_graph_without_dependencies_says_none(tmp_path: Path) -> None:
     )
     (tmp_path / "a").mkdir()
     b.write(tmp_path / "a" / "rank0.json")
-    text = format_replay(Job(load_job(tmp_path / "a", use_cache=False)).replay(holdout=False).result)
+    text = format_replay(Job(load_job(tmp_path / "a", use_cache=False)).replay(holdout=False))
     assert "dependencies: none" in text

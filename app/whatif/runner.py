@@ -172,9 +172,11 @@ def replay_work(
 ) -> Callable[..., tuple[ScenarioSummary, ReplayResult, PredictedOverlay]]:
     def work(progress: Progress, _on_file: object) -> tuple[ScenarioSummary, ReplayResult, PredictedOverlay]:
         graph = cache.get(scaled(progress, 0.0, 0.4))
+        t0 = time.perf_counter()
         result = replay(loaded.job, progress=scaled(progress, 0.4, 0.85), graph=graph, critical_paths=False)
+        seconds = time.perf_counter() - t0
         progress(0.88, "comparing with the measured iterations")
-        summary = summarize_replay(loaded.job, result, baseline, name)
+        summary = summarize_replay(loaded.job, result, baseline, name, seconds)
         if note := stalls_note(cache.keep_stalls, graph.unexplained_ns):
             summary.notes.append(note)
         overlay = arrange_overlay(loaded, result.timeline, summary, progress, "replay done")

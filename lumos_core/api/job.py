@@ -10,6 +10,7 @@ replayed once for every estimate, sweep and validation of this job). Long steps 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,6 +24,7 @@ from lumos_core.api.results import (
     ValidationReport,
 )
 from lumos_core.api.steps import keep_iteration, sample_label
+from lumos_core.api.timing import timed_replay
 from lumos_core.graph.build import build_graph
 from lumos_core.perf.profile import HardwareProfile
 from lumos_core.progress import Progress, no_progress, scaled
@@ -34,6 +36,7 @@ from lumos_core.whatif.knobs import coerce_changes
 
 if TYPE_CHECKING:  # the what-if engine is imported when first used (lumos replay does without it)
     from lumos_core.graph.model import ExecutionGraph
+    from lumos_core.sweep.results import ResultsFile
     from lumos_core.whatif.config import Baseline, JobConfig
     from lumos_core.whatif.estimate import Estimator
 
@@ -137,7 +140,7 @@ class Job:
         when first read); ``idle``: attribute idle time; ``busy``: GPU busy per 1 ms in ``to_dict``."""
         factors = parse_scale(scale) if isinstance(scale, list) else dict(scale or {})
         graph = self.build_graph(scaled(progress, 0.0, 0.5))
-        result = replay(self.data, scale=factors, progress=scaled(progress, 0.5, 1.0), graph=graph)
+        result, times = timed_replay(self.data, graph, factors, scaled(progress, 0.5, 1.0))
         peers = self.peer_waits
         other_pct = None
         if peers.collectives:  # the figure the other way too (one more simulation pass)
@@ -158,6 +161,7 @@ class Job:
             peer_note=peers.note(other_pct, result.mean_abs_error_pct),
             other_way_error_pct=other_pct,
             traced=self.data,
+            times=times,
         )
 
     def idle(self) -> IdleBreakdown:
@@ -186,30 +190,49 @@ class Job:
         *,
         fixed: dict[str, Any] | None = None,
         jobs: int | None = None,
+        engine: str | None = None,
+        address: str | None = None,
         out: str | Path | None = None,
         restart: bool = False,
+        on_results: Callable[[ResultsFile], None] | None = None,
         progress: Progress = no_progress,
     ) -> SweepTable:
         """Estimate every configuration of ``grid`` (``"dp=8,16,32 pp=1,2"``, as ``lumos sweep``),
-        ``fixed`` knobs held. ``jobs``: None estimates in this process with the job's estimator, a
-        number runs that many worker processes; ``out``: a resumable results CSV."""
+        ``fixed`` knobs held. ``engine``: "local" (``jobs`` worker processes, default one per
+        core) or "ray" (a Ray cluster at ``address``, default a local Ray); None: ``jobs`` None
+        estimates in this process with the job's estimator, a number runs that many worker
+        processes. ``out``: a resumable results CSV; ``on_results`` sees it once opened (the rows
+        already there, or how many are on disk when the sweep is interrupted)."""
         from lumos_core.sweep.engines import InProcessEngine, SweepContext, make_engine
         from lumos_core.sweep.grid import parse_grid
         from lumos_core.sweep.results import ResultsFile
         from lumos_core.sweep.run import run_grid
 
         g = parse_grid(grid, fixed)
-        engine = InProcessEngine(progress) if jobs is None else make_engine("local", jobs)
-        results = ResultsFile(Path(out), g.columns, restart=restart) if out else None
+        if engine is not None:
+            runner = make_engine(engine, jobs, address)
+        else:
+            runner = InProcessEngine(progress) if jobs is None else make_engine("local", jobs)
         try:
-            context = SweepContext(self.data, self.graph, self.baseline, self.profile)
-            context.kept = self.estimator  # in this process: the job's own, its replay already done
+            results = ResultsFile(Path(out), g.columns, restart=restart) if out else None
+        except BaseException:
+            runner.close()
+            raise
+        if results is not None and on_results is not None:
+            on_results(results)
+
+        def context() -> SweepContext:  # when a point is left to estimate (a resumed sweep may have none)
+            made = SweepContext(self.data, self.graph, self.baseline, self.profile)
+            made.kept = self.estimator  # in this process: the job's own, its replay already done
+            return made
+
+        try:
             report = run_grid(
-                self.data, g, engine, baseline=self.baseline, graph=self.graph, results=results,
-                progress=progress, profile=self.profile, context=context,
+                self.data, g, runner, baseline=self.baseline, results=results, progress=progress,
+                profile=self.profile, context=context,
             )  # fmt: skip
         finally:
-            engine.close()
+            runner.close()
             if results is not None:
                 results.close()
         return SweepTable(report, out=str(out) if out else None)

@@ -14,6 +14,7 @@ from lumos_core.api.frames import flatten, frame
 from lumos_core.progress import Progress, no_progress
 
 if TYPE_CHECKING:  # the engine's results, imported by the steps that make them
+    from lumos_core.api.timing import ReplayTimes
     from lumos_core.compare.diff import JobDiff
     from lumos_core.compare.validate import Validation
     from lumos_core.replay.evaluate import HoldoutReport
@@ -49,6 +50,7 @@ class ReplayReport:
     peer_note: str | None = None  # the sentence the CLI prints about them (None: there are none)
     other_way_error_pct: float | None = None  # the iteration error with those waits treated the other way
     traced: TracedJob | None = None  # the loaded traces (for the straggler evidence)
+    times: ReplayTimes | None = None  # how long the replay took (measured by the API around it)
 
     @cached_property
     def stragglers(self) -> StragglerReport | None:
@@ -70,6 +72,9 @@ class ReplayReport:
     def to_dict(self) -> dict[str, Any]:
         """As ``lumos replay --json`` (``--busy``, ``--idle`` as asked)."""
         d = self.result.as_dict(include_busy=self.busy)
+        if self.times is not None:  # after the graph's size, as the CLI has always printed them
+            at = list(d).index("edges") + 1
+            d = {**dict(list(d.items())[:at]), **self.times.as_dict(), **dict(list(d.items())[at:])}
         d["holdout"] = self.holdout.holdout_dict()
         d["null_models"] = self.holdout.null_models_dict()
         d["stalls_kept"] = self.stalls_kept

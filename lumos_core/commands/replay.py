@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import orjson
 
-from lumos_core.api import Job
+from lumos_core.api import Job, ReplayReport
 from lumos_core.api.steps import HOLDOUT_DEFAULT_LIMIT
 from lumos_core.commands.common import (
     SYNTHETIC_NOTE,
@@ -123,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(text.decode())
         sys.stdout.write("\n")
     else:
-        print(format_replay(result))
+        print(format_replay(report))
         if args.keep_stalls:
             print("stalls kept: GPU delays no dependency explains are replayed as fixed waits")
         if report.peer_note:
@@ -190,11 +190,17 @@ def format_accuracy(result: ReplayResult, holdout: HoldoutReport) -> str:
     return "\n".join(lines)
 
 
-def format_replay(result: ReplayResult) -> str:
-    d = result.as_dict()
+def format_replay(report: ReplayReport) -> str:
+    d = report.result.as_dict()
+    t = report.times.as_dict() if report.times is not None else None
     lines = [
-        f"replayed {d['tasks']} tasks in {d['seconds']:.2f} s "
-        f"(simulation {d['simulate_seconds'] * 1000:.0f} ms, {d['tasks_per_second'] / 1e6:.2f} M tasks/s)"
+        f"replayed {d['tasks']} tasks"
+        + (
+            f" in {t['seconds']:.2f} s (simulation {t['simulate_seconds'] * 1000:.0f} ms, "
+            f"{t['tasks_per_second'] / 1e6:.2f} M tasks/s)"
+            if t
+            else ""
+        )
     ]
     edges = ", ".join(f"{k} {v}" for k, v in d["edges"].items() if v)
     lines.append(f"dependencies: {edges or 'none (every task is independent of the others)'}")

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import orjson
 
+from lumos_core.api import Job
 from lumos_core.commands.common import (
     add_baseline_arguments,
     add_knob_arguments,
@@ -21,13 +22,12 @@ from lumos_core.commands.common import (
     profile_from_args,
     terminal_progress,
 )
-from lumos_core.sweep.engines import ENGINES, make_engine
+from lumos_core.sweep.engines import ENGINES, check_engine
 from lumos_core.sweep.grid import parse_grid
 from lumos_core.sweep.point import TOKENS_UNKNOWN
-from lumos_core.sweep.results import ResultsFile, format_table, row_to_dict
-from lumos_core.sweep.run import SweepReport, run_grid
+from lumos_core.sweep.results import ResultsFile, format_table
+from lumos_core.sweep.run import SweepReport
 from lumos_core.trace.loader import load_job
-from lumos_core.whatif.baseline import infer_baseline
 from lumos_core.whatif.knob_registry import KNOB
 from lumos_core.whatif.knobs import parse_changes
 
@@ -87,48 +87,41 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     fixed = parse_changes(args.fixed) if args.fixed else {}
     fixed.update(knob_values(args))  # --gpu H200 etc.: as in --fixed (and over it)
-    grid = parse_grid(args.grid, fixed)
-    engine = make_engine(args.engine, args.jobs, args.address)
+    parse_grid(args.grid, fixed)  # a bad grid fails before anything is loaded
+    check_engine(args.engine, args.jobs, args.address)
     if args.engine == "ray":
         from lumos_core.sweep.engines import import_ray
 
         import_ray()  # say how to install it before loading anything
-    job = load_from_args(args, load_job)
-    baseline = infer_baseline(job, baseline_overrides(args))
-    results = ResultsFile(args.out, grid.columns, restart=args.restart) if args.out else None
-    if results is not None and results.done and not args.quiet:
-        print(f"lumos sweep: resuming {args.out} ({len(results.done)} row(s) already there)", file=sys.stderr)
+    job = Job(
+        load_from_args(args, load_job), baseline=baseline_overrides(args), profile=profile_from_args(args)
+    )
+    opened: list[ResultsFile] = []
+
+    def on_results(results: ResultsFile) -> None:
+        opened.append(results)
+        if results.done and not args.quiet:
+            print(
+                f"lumos sweep: resuming {args.out} ({len(results.done)} row(s) already there)",
+                file=sys.stderr,
+            )
+
     try:
-        report = run_grid(
-            job,
-            grid,
-            engine,
-            baseline=baseline,
-            results=results,
-            progress=terminal_progress(not args.quiet),
-            profile=profile_from_args(args),
-        )
+        table = job.sweep(
+            args.grid, fixed=fixed, jobs=args.jobs, engine=args.engine, address=args.address, out=args.out,
+            restart=args.restart, on_results=on_results, progress=terminal_progress(not args.quiet),
+        )  # fmt: skip
     except KeyboardInterrupt:
-        if results is not None:
+        if opened:
             sys.stderr.write(
-                f"\nlumos sweep: interrupted; {results.rows_on_disk()} row(s) kept in {args.out} - "
+                f"\nlumos sweep: interrupted; {opened[0].rows_on_disk()} row(s) kept in {args.out} - "
                 "run the same command again to resume\n"
             )
         raise
-    finally:
-        engine.close()
-        if results is not None:
-            results.close()
     if args.json:
-        doc = {
-            **report.as_dict(),
-            "out": str(args.out) if args.out else None,
-            "columns": grid.columns,
-            "rows": [row_to_dict(r, grid.columns) for r in report.rows],
-        }
-        sys.stdout.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n")
+        sys.stdout.write(orjson.dumps(table.to_dict(), option=orjson.OPT_INDENT_2).decode() + "\n")
     else:
-        print(format_report(report, args.out))
+        print(format_report(table.result, args.out))
     return 0
 
 

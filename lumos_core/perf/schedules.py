@@ -24,6 +24,7 @@ __all__ = [
     "Step",
     "format_schedule",
     "interleaved_order",
+    "interleaved_steps",
     "pipeline_steps",
     "schedule",
     "warmup_count",
@@ -51,6 +52,7 @@ class Step:
     phase: Literal["F", "B", "P2P"]
     microbatch: int = -1
     transfers: tuple[P2P, ...] = ()
+    chunk: int = 0  # the model chunk (virtual stage) of an interleaved schedule's F or B
 
 
 def _check(kind: str, stage: int, n_stages: int, n_microbatches: int) -> None:
@@ -173,6 +175,23 @@ def pipeline_steps(kind: str, stage: int, n_stages: int, n_microbatches: int) ->
     return steps
 
 
+def _interleaved_warmup(stage: int, p: int, v: int, m: int) -> int:
+    """Forwards before the first backward of interleaved 1F1B (Megatron-LM's num_warmup_microbatches)."""
+    total = m * v
+    if v == 1:
+        return min(p - stage - 1, m)
+    if m == p:
+        return total
+    return min((p - stage - 1) * 2 + (v - 1) * p, total)
+
+
+def _virtual(k: int, p: int, v: int, forward: bool) -> tuple[int, int]:
+    """(microbatch, model chunk) of the k-th forward or backward of interleaved 1F1B."""
+    group = k % (p * v)
+    chunk = group // p if forward else v - 1 - group // p
+    return (k // (p * v)) * p + k % p, chunk
+
+
 def interleaved_order(
     stage: int, n_stages: int, n_chunks: int, n_microbatches: int
 ) -> list[tuple[Phase, int, int]]:
@@ -191,17 +210,10 @@ def interleaved_order(
     if v > 1 and m % p:
         raise ConfigError(f"interleaved 1F1B needs microbatches ({m}) to be a multiple of stages ({p})")
     total = m * v
-    if v == 1:
-        warmup = min(p - stage - 1, m)
-    elif m == p:
-        warmup = total
-    else:
-        warmup = min((p - stage - 1) * 2 + (v - 1) * p, total)
+    warmup = _interleaved_warmup(stage, p, v, m)
 
     def virtual(k: int, forward: bool) -> tuple[int, int]:
-        group = k % (p * v)
-        chunk = group // p if forward else v - 1 - group // p
-        return (k // (p * v)) * p + k % p, chunk
+        return _virtual(k, p, v, forward)
 
     order: list[tuple[Phase, int, int]] = []
     for k in range(warmup):
@@ -212,3 +224,90 @@ def interleaved_order(
     for k in range(total - warmup, total):
         order.append(("B", *virtual(k, False)))
     return order
+
+
+def interleaved_steps(stage: int, n_stages: int, n_chunks: int, n_microbatches: int) -> list[Step]:
+    """The compute steps (with their model chunk) and p2p groups of one stage under interleaved
+    1F1B, where Megatron-LM's ``forward_backward_pipelining_with_interleaving`` issues them (without
+    ``overlap_p2p_comm``): after each warm-up forward one group sends its output on and receives
+    the next forward's input; in the steady state one group after each forward + backward pair
+    sends both results and receives the next pair's inputs; in the cool-down one group per
+    backward. The stages form a ring: the last stage's chunk c feeds stage 0's chunk c + 1, so
+    stage 0's "prev" is the last stage and the last stage's "next" is stage 0. The compute order
+    is :func:`interleaved_order`'s. One chunk: plain 1F1B (:func:`pipeline_steps`)."""
+    order = interleaved_order(stage, n_stages, n_chunks, n_microbatches)  # checks the arguments
+    p, v = n_stages, n_chunks
+    if v == 1:
+        return pipeline_steps("1f1b", stage, p, n_microbatches)
+    total = len(order) // 2
+    warmup = _interleaved_warmup(stage, p, v, n_microbatches)
+    first_stage, last_stage = stage == 0, stage == p - 1
+    steps: list[Step] = []
+
+    def f(k: int) -> tuple[int, int]:
+        return _virtual(k, p, v, True)
+
+    def b(k: int) -> tuple[int, int]:
+        return _virtual(k, p, v, False)
+
+    def comm(
+        send: int | None = None,
+        recv_prev: int | None = None,
+        send_back: int | None = None,
+        recv_next: int | None = None,
+    ) -> None:
+        """One group: the forward output of microbatch ``send`` to the next piece, the input of
+        ``recv_prev`` from the previous one, the input gradient of ``send_back`` to the previous
+        piece, the output gradient of ``recv_next`` from the next one (None: not in the group)."""
+        group = _ordered(
+            stage,
+            P2P("send", "next", "act", send) if send is not None else None,
+            P2P("recv", "prev", "act", recv_prev) if recv_prev is not None else None,
+            P2P("send", "prev", "grad", send_back) if send_back is not None else None,
+            P2P("recv", "next", "grad", recv_next) if recv_next is not None else None,
+        )
+        if group:
+            steps.append(Step("P2P", transfers=group))
+
+    def sends_on(k: int) -> int | None:  # forward k's output goes on unless it is the last piece
+        mb, chunk = f(k)
+        return None if last_stage and chunk == v - 1 else mb
+
+    def sends_back(k: int) -> int | None:  # backward k's input gradient goes back unless piece 0
+        mb, chunk = b(k)
+        return None if first_stage and chunk == 0 else mb
+
+    if not first_stage:
+        comm(recv_prev=f(0)[0])
+    for k in range(warmup):
+        steps.append(Step("F", f(k)[0], chunk=f(k)[1]))
+        recv = k + 1 < total and not (first_stage and f(k + 1)[1] == 0)
+        nxt = f(k + 1)[0] if recv else None
+        if k == warmup - 1 and warmup < total:
+            comm(send=sends_on(k), recv_prev=nxt, recv_next=None if last_stage else b(0)[0])
+        else:
+            comm(send=sends_on(k), recv_prev=nxt)
+    steady = total - warmup
+    for i in range(steady):
+        fk = warmup + i
+        steps.append(Step("F", f(fk)[0], chunk=f(fk)[1]))
+        steps.append(Step("B", b(i)[0], chunk=b(i)[1]))
+        # what the peers send next: stage 0 gets no input for a chunk-0 forward (it reads data),
+        # the last stage no gradient for its last chunk (it computes the loss)
+        recv = not (first_stage and f(fk - (p - 1))[1] == v - 1) if first_stage else True
+        recv_grad = not (last_stage and b(i - (p - 1))[1] == 0) if last_stage else True
+        if i == steady - 1:
+            recv = False
+        comm(
+            send=sends_on(fk),
+            recv_prev=f(fk + 1)[0] if recv else None,
+            send_back=sends_back(i),
+            recv_next=b(i + 1)[0] if recv_grad else None,
+        )
+    if warmup == total and not (last_stage and b(0)[1] == v - 1):
+        comm(recv_next=b(0)[0])
+    for k in range(steady, total):
+        steps.append(Step("B", b(k)[0], chunk=b(k)[1]))
+        recv_grad = k + 1 < total and not (last_stage and b(k + 1)[1] == v - 1)
+        comm(send_back=sends_back(k), recv_next=b(k + 1)[0] if recv_grad else None)
+    return steps

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import re
-import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing
 from dataclasses import dataclass, field
@@ -109,8 +108,6 @@ class ReplayResult:
     end: np.ndarray
     timeline: list[RankTrace]  # predicted, one per rank, same columns as the loaded ranks
     ranks: list[RankResult]
-    seconds: float
-    simulate_seconds: float
     scale: dict[str, float] = field(default_factory=dict)
     measured: Outcome = field(default_factory=lambda: Outcome(None, 0.0, Breakdown(0, 0, 0, 0)))
     replayed: Outcome = field(default_factory=lambda: Outcome(None, 0.0, Breakdown(0, 0, 0, 0)))
@@ -154,9 +151,6 @@ class ReplayResult:
             "definition": ITERATION_DEFINITION,
             "tasks": self.graph.n_tasks,
             "edges": self.graph.edge_counts(),
-            "seconds": round(self.seconds, 4),
-            "simulate_seconds": round(self.simulate_seconds, 4),
-            "tasks_per_second": round(self.graph.n_nodes / max(self.simulate_seconds, 1e-9)),
             "mean_abs_error_pct": round(self.mean_abs_error_pct, 4),
             "measured": self.measured.as_dict(),  # iteration time and breakdown of the run
             "replayed": self.replayed.as_dict(),
@@ -219,20 +213,43 @@ def replay(
     graph: ExecutionGraph | None = None,
     critical_paths: bool = True,
 ) -> ReplayResult:
-    """Replay ``job`` (all ranks together) and compare with what was measured."""
-    t0 = time.perf_counter()
+    """Replay ``job`` (all ranks together) and compare with what was measured: the graph (built
+    when not given), :func:`simulation_durations`, the simulation, then :func:`compare_replay`. A
+    caller that wants the time of each step (``lumos replay`` prints them) calls them itself."""
     if graph is None:
         graph = build_graph(job, progress=scaled(progress, 0.0, 0.5))
+    start, end = simulate(graph, simulation_durations(graph, scale, progress))
+    return compare_replay(
+        job, graph, start, end, scale=scale, progress=progress, critical_paths=critical_paths
+    )
+
+
+def simulation_durations(
+    graph: ExecutionGraph, scale: dict[str, float] | None = None, progress: Progress = no_progress
+) -> np.ndarray | None:
+    """The node durations to simulate: the graph's own (None: not copied), or with the tasks that
+    match ``scale`` slowed down or sped up."""
     # Building the graph freed its temporaries only when it returned: give that heap back to the
     # system before the replay allocates its own arrays on top of it (a third of the resident set
     # at hundreds of ranks).
     release_free_heap()
-    dur = scaled_durations(graph, scale)[0] if scale else None  # None: the graph's own, not copied
+    dur = scaled_durations(graph, scale)[0] if scale else None
     progress(0.55, f"simulating {graph.n_nodes} tasks")
-    t1 = time.perf_counter()
-    start, end = simulate(graph, dur)
-    sim_seconds = time.perf_counter() - t1
-    del dur
+    return dur
+
+
+def compare_replay(
+    job: Job,
+    graph: ExecutionGraph,
+    start: np.ndarray,
+    end: np.ndarray,
+    *,
+    scale: dict[str, float] | None = None,
+    progress: Progress = no_progress,
+    critical_paths: bool = True,
+) -> ReplayResult:
+    """The simulated times (``start``, ``end`` per node) as a predicted timeline per rank, compared with
+    the measured one (iterations, breakdowns, GPU busy time, critical paths)."""
     progress(0.8, "building the predicted timeline")
     timeline: list[RankTrace] = []
     compared: list[_Compared] = []
@@ -254,15 +271,12 @@ def replay(
         _add_critical_paths(graph, start, end, [(c.result, c.replayed) for c in compared])
     release_free_heap()  # the per-rank temporaries of the comparison and the walks
     progress(1.0, "replay done")
-    seconds = time.perf_counter() - t0
     return ReplayResult(
         graph=graph,
         start=start,
         end=end,
         timeline=timeline,
         ranks=ranks,
-        seconds=seconds,
-        simulate_seconds=sim_seconds,
         scale=dict(scale or {}),
         measured=outcome_from(None, [c.steady(measured=True) for c in compared]),
         replayed=outcome_from(None, [c.steady(measured=False) for c in compared]),
@@ -315,7 +329,8 @@ def _compare(measured: RankTrace, predicted: RankTrace) -> _Compared:
         out.append((windows, window_breakdowns(unions, windows), busy, memory_only))
     (mw, m_bd, busy_m, m_mem), (pw, p_bd, busy_p, p_mem) = out
     iterations = [
-        IterationResult(a.name, a, b, m_bd[i], p_bd[i], m_mem[i], p_mem[i]) for i, (a, b) in enumerate(zip(mw, pw))
+        IterationResult(a.name, a, b, m_bd[i], p_bd[i], m_mem[i], p_mem[i])
+        for i, (a, b) in enumerate(zip(mw, pw))
     ]
     return _Compared(RankResult(measured.rank, iterations, busy_m, busy_p), mw, pw, m_bd, p_bd)
 

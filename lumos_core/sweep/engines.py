@@ -82,15 +82,18 @@ class Engine(Protocol):
 
 def make_engine(name: str, jobs: int | None = None, address: str | None = None) -> Engine:
     """The engine called ``name`` ("local" or "ray"); ``jobs``: parallel workers (default: cores)."""
+    check_engine(name, jobs, address)
+    return LocalEngine(jobs) if name == "local" else RayEngine(address, jobs)
+
+
+def check_engine(name: str, jobs: int | None = None, address: str | None = None) -> None:
+    """The errors :func:`make_engine` would raise for these arguments (before anything is loaded)."""
     if jobs is not None and jobs < 1:
         raise LumosError(f"--jobs must be at least 1 (got {jobs})")
-    if name == "local":
-        if address:
-            raise LumosError("--address is for --engine ray (the local engine runs on this machine)")
-        return LocalEngine(jobs)
-    if name == "ray":
-        return RayEngine(address, jobs)
-    raise LumosError(f"unknown engine {name!r}: use {' or '.join(ENGINES)}")
+    if name == "local" and address:
+        raise LumosError("--address is for --engine ray (the local engine runs on this machine)")
+    if name not in ENGINES:
+        raise LumosError(f"unknown engine {name!r}: use {' or '.join(ENGINES)}")
 
 
 def process_start_method() -> str:

@@ -163,8 +163,9 @@ class ResultsFile:
 
     def rows_on_disk(self) -> int:
         """Complete rows in the file now (what an interrupted sweep kept, even when the interrupt
-        came between a row's write and its bookkeeping)."""
-        self._fh.flush()
+        came between a row's write and its bookkeeping), also once the file is closed."""
+        if not self._fh.closed:
+            self._fh.flush()
         data = self.path.read_bytes()
         data = data[: data.rfind(b"\n") + 1]
         return max(sum(1 for _ in csv.reader(io.StringIO(data.decode("utf-8")))) - 1, 0)

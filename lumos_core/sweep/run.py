@@ -69,11 +69,12 @@ def run_grid(
     progress: Progress = no_progress,
     on_row: Callable[[GridRow], None] | None = None,
     profile: HardwareProfile | None = None,
-    context: SweepContext | None = None,
+    context: SweepContext | Callable[[], SweepContext] | None = None,
 ) -> SweepReport:
     """See the module docstring. ``on_row`` sees every new row as it is recorded. ``context``: the
     job's sweep context when the caller keeps one (with its estimator: see the public API's
-    ``Job.sweep``); else one is made from ``job``, ``graph``, ``baseline`` and ``profile``."""
+    ``Job.sweep``), or what makes it (called only when something is left to estimate); else one is
+    made from ``job``, ``graph``, ``baseline`` and ``profile``."""
     t0 = time.perf_counter()
     baseline = baseline or infer_baseline(job)
     rows: dict[str, GridRow] = dict(results.done) if results is not None else {}
@@ -101,6 +102,8 @@ def run_grid(
     estimated = 0
     if todo:
         progress(0.0, "building the execution graph")
+        if callable(context):
+            context = context()
         if context is None:
             graph = graph or build_graph(job, progress=scaled(progress, 0.0, 0.0))
             context = SweepContext(job, graph, baseline, profile)

@@ -13,6 +13,7 @@ microseconds with ns precision (see :mod:`.kineto_writer` for the shift conventi
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from lumos_core.synth.plan import ROLE_PREV, ROLE_TP, CommDesc, KernelDesc
@@ -31,20 +32,45 @@ from lumos_core.synth.event_writer import (
 )
 
 
-class Emitter(EventWriter):
-    """Builds one rank's events from the times :func:`.timeline.run_rank` reports and hands each
-    iteration's list to ``sink``."""
+class Emitter:
+    """Builds one rank's events from the times :func:`.timeline.run_rank` reports, with an
+    :class:`EventWriter` (``w``) that hands each iteration's list to ``sink``."""
+
+    def __init__(
+        self, ident: RankIdentity, setup: RankSetup, sink: Callable[[list[dict[str, Any]]], None]
+    ) -> None:
+        self.w = EventWriter(ident, sink)
+        self.id = ident
+        self.setup = setup
+        self._kernel_args: dict[int, dict[str, Any]] = {}
+        self._handles: dict[int, tuple[int, int]] = {}  # handle -> (record correlation, event id)
+        self._step_ext = 0
+        self.step_spans: list[tuple[int, int]] = []  # GPU spans of ProfilerStep#N (true ns)
+
+    @property
+    def n_events(self) -> int:
+        return self.w.n_events
+
+    @property
+    def n_gpu(self) -> int:
+        return self.w.n_gpu
+
+    def next_ext(self) -> int:
+        return self.w.next_ext()
+
+    def flush(self) -> None:
+        self.w.flush()
 
     def compute(
         self, th: int, d: KernelDesc, t0: int, t1: int, l0: int, l1: int, start: int, end: int
     ) -> None:
-        ext = self.next_ext()
+        ext = self.w.next_ext()
         args: dict[str, Any] = {"External id": ext, "Record function id": 0}
         if d.dims is not None:
             args["Input Dims"] = d.dims
             args["Input type"] = d.types or []
-        self._x("cpu_op", d.cpu_name, self.id.pid, self.id.tids[th], t0, t1, args)
-        corr = self._runtime(th, d.launch, l0, l1, ext, CBID_LAUNCH)
+        self.w.complete("cpu_op", d.cpu_name, self.id.pid, self.id.tids[th], t0, t1, args)
+        corr = self.w.runtime(th, d.launch, l0, l1, ext, CBID_LAUNCH)
         static = self._kernel_args.get(id(d))
         if static is None:
             static = self._kernel_args[id(d)] = {
@@ -56,9 +82,9 @@ class Emitter(EventWriter):
                 "block": list(d.block),
                 "est. achieved occupancy %": 50,
             }
-        args = self._gpu_args(0, ext, corr)
+        args = self.w.gpu_args(0, ext, corr)
         args.update(static)
-        self._gpu("kernel", d.kernel_name, 0, start, end, args, th, l0, corr)
+        self.w.gpu_activity("kernel", d.kernel_name, 0, start, end, args, th, l0, corr)
 
     def _comm_args(self, c: CommDesc, key: int) -> dict[str, Any]:
         role = c.role
@@ -119,24 +145,24 @@ class Emitter(EventWriter):
         wait: bool,
         handle: int,
     ) -> None:
-        ext = self.next_ext()
+        ext = self.w.next_ext()
         comm = self._comm_args(c, key)
         rpc_args: dict[str, Any] = {"External id": ext, "Record function id": 0}
         rpc_args.update(comm)
-        self._x("cpu_op", "record_param_comms", self.id.pid, self.id.tids[th], t0, t1, rpc_args)
-        self._x(
+        self.w.complete("cpu_op", "record_param_comms", self.id.pid, self.id.tids[th], t0, t1, rpc_args)
+        self.w.complete(
             "user_annotation",
             c.annotation,
             self.id.pid,
             self.id.tids[th],
             a0,
             a1,
-            {"External id": self.next_ext(), "Record function id": 0},
+            {"External id": self.w.next_ext(), "Record function id": 0},
         )
-        rec_corr, rec_id = self._record_event(th, ext, r0, r1)
-        self._wait_event(th, ext, s, 0, rec_corr, rec_id, w0, w1)
-        corr = self._runtime(th, "cuLaunchKernelEx", l0, l1, ext, CBID_NCCL_LAUNCH, cat="cuda_driver")
-        args = self._gpu_args(s, ext, corr)
+        rec_corr, rec_id = self.w.record_event(th, ext, r0, r1)
+        self.w.wait_event(th, ext, s, 0, rec_corr, rec_id, w0, w1)
+        corr = self.w.runtime(th, "cuLaunchKernelEx", l0, l1, ext, CBID_NCCL_LAUNCH, cat="cuda_driver")
+        args = self.w.gpu_args(s, ext, corr)
         args.update(
             {
                 "registers per thread": 96,
@@ -149,25 +175,25 @@ class Emitter(EventWriter):
             }
         )
         args.update(comm)
-        self._gpu("kernel", setup.comm_kernel[cd], s, kstart, kend, args, th, l0, corr)
-        end_corr, end_id = self._record_event(th, ext, q0, q1)
+        self.w.gpu_activity("kernel", setup.comm_kernel[cd], s, kstart, kend, args, th, l0, corr)
+        end_corr, end_id = self.w.record_event(th, ext, q0, q1)
         if wait:
-            self._wait_event(th, ext, 0, s, end_corr, end_id, x0, x1)
+            self.w.wait_event(th, ext, 0, s, end_corr, end_id, x0, x1)
         elif handle >= 0:
             self._handles[handle] = (end_corr, end_id)
 
     def wait_handle(self, th: int, handle: int, s: int, x0: int, x1: int) -> None:
         corr, event_id = self._handles[handle]
-        self._wait_event(th, self.next_ext(), 0, s, corr, event_id, x0, x1)
+        self.w.wait_event(th, self.w.next_ext(), 0, s, corr, event_id, x0, x1)
 
     def range(self, th: int, name: str, cat: str, t0: int, t1: int, ext: int) -> None:
-        self._x(
+        self.w.complete(
             cat, name, self.id.pid, self.id.tids[th], t0, t1, {"External id": ext, "Record function id": 0}
         )
 
     def memcpy(self, th: int, nbytes: int, t0: int, t1: int, start: int, end: int) -> None:
-        ext = self.next_ext()
-        self._x(
+        ext = self.w.next_ext()
+        self.w.complete(
             "cpu_op",
             "aten::_local_scalar_dense",
             self.id.pid,
@@ -176,16 +202,16 @@ class Emitter(EventWriter):
             t1 + 300,
             {"External id": ext, "Record function id": 0},
         )
-        corr = self._runtime(th, "cudaMemcpyAsync", t0, t1, ext, CBID_MEMCPY)
-        args = self._gpu_args(0, ext, corr)
+        corr = self.w.runtime(th, "cudaMemcpyAsync", t0, t1, ext, CBID_MEMCPY)
+        args = self.w.gpu_args(0, ext, corr)
         args["bytes"] = nbytes
         args["memory bandwidth (GB/s)"] = round(nbytes / max(1, end - start), 6)
-        self._gpu("gpu_memcpy", "Memcpy DtoH (Device -> Pinned)", 0, start, end, args, th, t0, corr)
+        self.w.gpu_activity("gpu_memcpy", "Memcpy DtoH (Device -> Pinned)", 0, start, end, args, th, t0, corr)
 
     def stream_sync(self, th: int, t0: int, t1: int, s0: int, s1: int) -> None:
-        ext = self.next_ext()
-        corr = self._runtime(th, "cudaStreamSynchronize", t0, t1, ext, CBID_STREAM_SYNC)
-        self._x(
+        ext = self.w.next_ext()
+        corr = self.w.runtime(th, "cudaStreamSynchronize", t0, t1, ext, CBID_STREAM_SYNC)
+        self.w.complete(
             "cuda_sync",
             "Stream Sync",
             self.id.device,
@@ -203,11 +229,11 @@ class Emitter(EventWriter):
         )
 
     def step_begin(self, iteration: int) -> None:
-        self._step_ext = self.next_ext()
+        self._step_ext = self.w.next_ext()
 
     def step_end(self, iteration: int, t0: int, t1: int, gpu_first: int, gpu_last: int) -> None:
         name = f"ProfilerStep#{self.id.first_step + iteration}"
-        self._x(
+        self.w.complete(
             "user_annotation",
             name,
             self.id.pid,
@@ -217,7 +243,7 @@ class Emitter(EventWriter):
             {"External id": self._step_ext, "Record function id": 0},
         )
         if gpu_first >= 0:
-            self._x(
+            self.w.complete(
                 "gpu_user_annotation",
                 name,
                 self.id.device,

@@ -1,12 +1,10 @@
-"""Event dicts of one synthetic rank at the level of Kineto fields (the base of :class:`.emit.Emitter`)."""
+"""Event dicts of one synthetic rank at the level of Kineto fields (what :class:`.emit.Emitter` writes with)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
-
-from lumos_core.synth.rank_setup import RankSetup
 
 # CUDA stream ids per stream index (compute, TP, DP, previous stage, next stage).
 STREAM_IDS = (7, 20, 24, 28, 32)
@@ -37,22 +35,15 @@ class EventWriter:
     """The event dicts of one rank: ids, times, CPU ranges, runtime calls, GPU activities and the
     event record/wait pairs; each iteration's list goes to ``sink``."""
 
-    def __init__(
-        self, ident: RankIdentity, setup: RankSetup, sink: Callable[[list[dict[str, Any]]], None]
-    ) -> None:
+    def __init__(self, ident: RankIdentity, sink: Callable[[list[dict[str, Any]]], None]) -> None:
         self.id = ident
-        self.setup = setup
         self.sink = sink
         self.ev: list[dict[str, Any]] = []
         self._ext = 0
         self._corr = 0
         self._event_id = 0
-        self._kernel_args: dict[int, dict[str, Any]] = {}
-        self._handles: dict[int, tuple[int, int]] = {}  # handle -> (record correlation, event id)
-        self._step_ext = 0
         self.n_events = 0
         self.n_gpu = 0
-        self.step_spans: list[tuple[int, int]] = []  # GPU spans of ProfilerStep#N (true ns)
 
     # ---- ids and time ----
     def next_ext(self) -> int:
@@ -67,7 +58,9 @@ class EventWriter:
         return (t + self.id.shift_ns) / 1000.0
 
     # ---- building blocks ----
-    def _x(self, cat: str, name: str, pid: int, tid: int, t0: int, t1: int, args: dict[str, Any]) -> None:
+    def complete(
+        self, cat: str, name: str, pid: int, tid: int, t0: int, t1: int, args: dict[str, Any]
+    ) -> None:
         self.ev.append(
             {
                 "ph": "X",
@@ -81,11 +74,11 @@ class EventWriter:
             }
         )
 
-    def _runtime(
+    def runtime(
         self, th: int, name: str, t0: int, t1: int, ext: int, cbid: int, cat: str = "cuda_runtime"
     ) -> int:
         corr = self._next_corr()
-        self._x(
+        self.complete(
             cat,
             name,
             self.id.pid,
@@ -96,7 +89,7 @@ class EventWriter:
         )
         return corr
 
-    def _gpu(
+    def gpu_activity(
         self,
         cat: str,
         name: str,
@@ -109,7 +102,7 @@ class EventWriter:
         corr: int,
     ) -> None:
         sid = STREAM_IDS[stream]
-        self._x(cat, name, self.id.device, sid, t0, t1, args)
+        self.complete(cat, name, self.id.device, sid, t0, t1, args)
         self.ev.append(
             {
                 "ph": "s",
@@ -135,7 +128,7 @@ class EventWriter:
         )
         self.n_gpu += 1
 
-    def _gpu_args(self, stream: int, ext: int, corr: int) -> dict[str, Any]:
+    def gpu_args(self, stream: int, ext: int, corr: int) -> dict[str, Any]:
         return {
             "External id": ext,
             "queued": 0,
@@ -145,12 +138,12 @@ class EventWriter:
             "correlation": corr,
         }
 
-    def _wait_event(
+    def wait_event(
         self, th: int, ext: int, waiting: int, on: int, record_corr: int, event_id: int, t0: int, t1: int
     ) -> None:
-        corr = self._runtime(th, "cudaStreamWaitEvent", t0, t1, ext, CBID_STREAM_WAIT)
+        corr = self.runtime(th, "cudaStreamWaitEvent", t0, t1, ext, CBID_STREAM_WAIT)
         mid = t0 + (t1 - t0) // 4
-        self._x(
+        self.complete(
             "cuda_sync",
             "Stream Wait Event",
             self.id.device,
@@ -170,12 +163,10 @@ class EventWriter:
             },
         )
 
-    def _record_event(self, th: int, ext: int, t0: int, t1: int) -> tuple[int, int]:
-        corr = self._runtime(th, "cudaEventRecord", t0, t1, ext, CBID_EVENT_RECORD)
+    def record_event(self, th: int, ext: int, t0: int, t1: int) -> tuple[int, int]:
+        corr = self.runtime(th, "cudaEventRecord", t0, t1, ext, CBID_EVENT_RECORD)
         self._event_id += 1
         return corr, self._event_id
-
-    # ---- what the timeline calls ----
 
     def flush(self) -> None:
         self.n_events += len(self.ev)

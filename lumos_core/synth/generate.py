@@ -18,7 +18,6 @@ import multiprocessing
 import os
 import shutil
 import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -70,7 +69,6 @@ class SynthResult:
     n_gpu: int = 0  # kernels and memcpys
     n_instances: int = 0  # collective and p2p instances matched across ranks
     bytes_on_disk: int = 0
-    seconds: float = 0.0
     iteration_ms: list[float] = field(default_factory=list)  # per step: longest rank's ProfilerStep on GPU
     clock_offsets_ns: list[int] = field(default_factory=list)
 
@@ -346,14 +344,11 @@ def synthesize(
     ``workers`` processes write ranks in parallel (default: 1 below 32 ranks, else up to 8 CPUs);
     the output is the same whatever their number.
     """
-    t_start = time.perf_counter()
-    if cfg.vp > 1 or cfg.cp > 1:
+    if cfg.cp > 1:
         raise ConfigError(
-            "interleaved stages (--vp) and context parallelism (--cp) are modelled by the trace-free "
-            "prediction only (lumos synth --predict-only); the trace generator writes 1F1B/GPipe "
-            "jobs without CP"
+            "context parallelism (--cp) is modelled by the trace-free prediction only "
+            "(lumos synth --predict-only); the trace generator writes jobs without CP"
         )
-    t_start = time.perf_counter()
     out = Path(out)
     _prepare_output(out, overwrite)
     job = _Job(cfg)
@@ -389,6 +384,5 @@ def synthesize(
         for i, (a, b) in enumerate(stats.step_spans):
             step_longest[i] = max(step_longest[i], b - a)
     result.iteration_ms = [d / 1e6 for d in step_longest]
-    result.seconds = time.perf_counter() - t_start
     progress(1.0, f"wrote {world} ranks")
     return result

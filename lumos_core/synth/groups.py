@@ -25,10 +25,13 @@ class Layout(GroupLayout):
         self.cfg = cfg
 
     def peer(self, rank: int, direction: str) -> int:
-        """The rank of the previous or next pipeline stage in ``rank``'s pipeline (-1 if none)."""
+        """The rank of the previous or next pipeline stage in ``rank``'s pipeline (-1 if none).
+        With virtual stages the stages form a ring: the last stage's chunk feeds stage 0's next."""
         c = self.cfg
         stage, d, t = c.coords(rank)
         other = stage - 1 if direction == "prev" else stage + 1
+        if c.vp > 1 and c.pp > 1:
+            other %= c.pp
         return c.rank_of(other, d, t) if 0 <= other < c.pp else -1
 
     def node(self, rank: int) -> int:

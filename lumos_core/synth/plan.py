@@ -11,9 +11,10 @@ What a step contains (Megatron-LM with the distributed optimizer, ``overlap_grad
 tensor parallelism without sequence parallelism, untied embeddings):
 
 * ``ProfilerStep#N`` around everything; a fill kernel zeroes the gradient buffer;
-* the pipeline schedule (:func:`lumos_core.perf.schedules.pipeline_steps`): forward steps on the main
-  thread, backward steps on the autograd thread (``pt_autograd_0``), p2p groups on the main
-  thread with one NCCL stream per peer;
+* the pipeline schedule (:func:`lumos_core.perf.schedules.pipeline_steps`, or ``interleaved_steps``
+  with virtual stages: each rank's model chunks in interleaved 1F1B order, p2p around the stage
+  ring): forward steps on the main thread, backward steps on the autograd thread
+  (``pt_autograd_0``), p2p groups on the main thread with one NCCL stream per peer;
 * per layer forward: LayerNorm, QKV GEMM, flash attention, projection GEMM, TP all-reduce,
   residual add, LayerNorm, FC1 GEMM, GeLU, FC2 GEMM, TP all-reduce, residual add;
 * per layer backward: the matching dgrad/wgrad GEMMs, with the TP all-reduce of a column-parallel

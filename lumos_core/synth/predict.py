@@ -331,9 +331,9 @@ def layer_times(cfg: SynthConfig, gpu: GpuProfile | str | None = None) -> tuple[
         b = StageProgram(cfg, g, 0)
         layer = b.layers[0]
         if backward:
-            b.layer_backward(1, layer)
+            b.parts.layer_backward(1, layer)
         else:
-            b.layer_forward(0, layer)
+            b.parts.layer_forward(0, layer)
         comm_s = [model.predict(c.kind, c.size_bytes, shapes[c.role]).seconds for c in b.plan.comms]
         out.append(_evaluate(b.plan, comm_s).time)
     return out[0], out[1]

@@ -3,9 +3,11 @@ transfers, gradient reduce-scatter per bucket, the optimizer (see :mod:`lumos_co
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from lumos_core.perf import costs
 from lumos_core.perf.hardware import GpuProfile
-from lumos_core.perf.schedules import pipeline_steps
+from lumos_core.perf.schedules import interleaved_steps, pipeline_steps
 from lumos_core.synth.kernel_names import ADAM, FILL, L2NORM
 from lumos_core.synth.models import SynthConfig
 from lumos_core.synth.plan import (
@@ -27,21 +29,38 @@ from lumos_core.synth.plan import (
     StagePlan,
 )
 from lumos_core.synth.stage_layers import StageLayers
-from lumos_core.synth.stage_writer import ns
+from lumos_core.synth.stage_writer import StageWriter, ns
 from lumos_core.trace.model import CollectiveKind
 
 
-class StageProgram(StageLayers):
-    """Data parallelism, microbatch steps, p2p and the optimizer of one stage."""
+class StageProgram:
+    """Data parallelism, microbatch steps, p2p and the optimizer of one stage (or, with ``chunk``,
+    one model chunk of an interleaved schedule), written by a :class:`StageWriter` (``w``) with the
+    model pieces of :class:`StageLayers` (``parts``)."""
 
-    def __init__(self, cfg: SynthConfig, gpu: GpuProfile, stage: int, chunk: int | None = None) -> None:
-        super().__init__(cfg, gpu, stage)
-        if chunk is not None:  # one model chunk (virtual stage) of an interleaved schedule
-            per = cfg.model.layers // (cfg.pp * cfg.vp)
-            piece = chunk * cfg.pp + stage
-            self.layers = range(piece * per, (piece + 1) * per)
-            self.first = piece == 0
-            self.last = piece == cfg.pp * cfg.vp - 1
+    def __init__(
+        self,
+        cfg: SynthConfig,
+        gpu: GpuProfile,
+        stage: int,
+        chunk: int | None = None,
+        w: StageWriter | None = None,
+    ) -> None:
+        self.cfg = cfg
+        self.w = w or StageWriter(cfg, gpu, stage)  # ``w``: the stage's writer, shared by its chunks
+        self.parts = StageLayers(self.w)
+        self.plan = self.w.plan
+        if chunk is None:
+            per, piece, pieces = cfg.layers_per_stage, stage, cfg.pp
+        else:  # one model chunk (virtual stage) of an interleaved schedule
+            per, piece, pieces = (
+                cfg.model.layers // (cfg.pp * cfg.vp),
+                chunk * cfg.pp + stage,
+                cfg.pp * cfg.vp,
+            )
+        self.layers = range(piece * per, (piece + 1) * per)
+        self.first = piece == 0
+        self.last = piece == pieces - 1
         self._buckets = self._gradient_buckets()
 
     @property
@@ -101,60 +120,65 @@ class StageProgram(StageLayers):
             numel // self.cfg.dp,
             *BF16,
         )
-        h = self._handle()
+        h = self.w.new_handle()
         handles.append(h)
-        self.ops.append((OP_COLL, th, self._comm(desc), h))
+        self.w.ops.append((OP_COLL, th, self.w.comm_index(desc), h))
 
     # ---- the step ----
     def forward(self, mb: int) -> None:
         th = THREAD_MAIN
-        self.begin(th, f"forward_step#{mb}")
+        self.w.begin(th, f"forward_step#{mb}")
         if self.first:
-            self.embedding_forward(th)
+            self.parts.embedding_forward(th)
         for layer in self.layers:
-            self.layer_forward(th, layer)
+            self.parts.layer_forward(th, layer)
         if self.last:
-            self.output_forward(th)
-        self.end(th)
+            self.parts.output_forward(th)
+        self.w.end(th)
 
     def backward(self, mb: int, sync_grads: bool, rs_handles: list[int]) -> None:
         th = THREAD_AUTOGRAD
-        self.ops.append((OP_HANDOFF, THREAD_MAIN, th))
-        self.begin(th, f"backward_step#{mb}")
+        self.w.ops.append((OP_HANDOFF, THREAD_MAIN, th))
+        self.w.begin(th, f"backward_step#{mb}")
         if self.last:
-            self.output_backward(th)
+            self.parts.output_backward(th)
             if sync_grads:
                 self.maybe_reduce_scatter(th, "output_layer", rs_handles)
         for layer in reversed(self.layers):
-            self.layer_backward(th, layer)
+            self.parts.layer_backward(th, layer)
             if sync_grads:
                 self.maybe_reduce_scatter(th, f"layer{layer}", rs_handles)
         if self.first:
-            self.embedding_backward(th)
+            self.parts.embedding_backward(th)
             if sync_grads:
                 self.maybe_reduce_scatter(th, "embedding", rs_handles)
-        self.end(th)
-        self.ops.append((OP_HANDOFF, th, THREAD_MAIN))
+        self.w.end(th)
+        self.w.ops.append((OP_HANDOFF, th, THREAD_MAIN))
 
     def p2p(self, transfers: tuple) -> None:
-        T, h = self.T, self.h
+        T, h = self.w.T, self.w.h
         descs = []
         for t in transfers:
             role = ROLE_PREV if t.peer == "prev" else ROLE_NEXT
             kind = CollectiveKind.SEND if t.op == "send" else CollectiveKind.RECV
             descs.append(
-                self._comm(CommDesc(role, kind, t.op, f"nccl:{t.op}", T * h, T * h, *BF16, payload=t.payload))
+                self.w.comm_index(
+                    CommDesc(role, kind, t.op, f"nccl:{t.op}", T * h, T * h, *BF16, payload=t.payload)
+                )
             )
-        self.ops.append((OP_P2P, THREAD_MAIN, tuple(descs)))
+        self.w.ops.append((OP_P2P, THREAD_MAIN, tuple(descs)))
 
-    def optimizer(self, rs_handles: list[int]) -> None:
+    def optimizer(self, rs_handles: list[int], others: Sequence[StageProgram] = ()) -> None:
+        """The distributed optimizer's step; ``others``: the stage's other model chunks (interleaved
+        schedule), updated by the same step (one gradient norm, Adam and all-gather per bucket)."""
         th = THREAD_MAIN
         cfg = self.cfg
-        self.wait(th, rs_handles)  # finish_grad_sync
-        shard = self.rank_params // cfg.dp
-        self.begin(th, "Optimizer.step#DistributedOptimizer.step")
-        t_norm = costs.memory_time(shard * 4, self.gpu)
-        self.kernel(
+        chunks = [self, *others]
+        self.w.wait(th, rs_handles)  # finish_grad_sync
+        shard = sum(c.rank_params for c in chunks) // cfg.dp
+        self.w.begin(th, "Optimizer.step#DistributedOptimizer.step")
+        t_norm = costs.memory_time(shard * 4, self.w.gpu)
+        self.w.kernel(
             th,
             KernelDesc(
                 "multi_tensor_l2norm",
@@ -166,14 +190,14 @@ class StageProgram(StageLayers):
                 registers=40,
             ),
         )
-        self.ops.append((OP_MEMCPY, th, 4))  # grad_norm.item()
-        self.ops.append((OP_SYNC, th))
+        self.w.ops.append((OP_MEMCPY, th, 4))  # grad_norm.item()
+        self.w.ops.append((OP_SYNC, th))
         ag_handles: list[int] = []
-        buckets = list(self._buckets.values())
+        buckets = [n for c in chunks for n in c.bucket_sizes]
         for numel in buckets:
             # Adam on the fp32 shard: read/write params, m, v (24 B), read the bf16 grad, write bf16 params.
-            t_adam = costs.memory_time(numel // cfg.dp * 28, self.gpu)
-            self.kernel(
+            t_adam = costs.memory_time(numel // cfg.dp * 28, self.w.gpu)
+            self.w.kernel(
                 th,
                 KernelDesc(
                     "multi_tensor_adam",
@@ -196,32 +220,41 @@ class StageProgram(StageLayers):
                     numel,
                     *BF16,
                 )
-                h = self._handle()
+                h = self.w.new_handle()
                 ag_handles.append(h)
-                self.ops.append((OP_COLL, th, self._comm(desc), h))
-        self.end(th)
-        self.wait(th, ag_handles)
+                self.w.ops.append((OP_COLL, th, self.w.comm_index(desc), h))
+        self.w.end(th)
+        self.w.wait(th, ag_handles)
 
     def zero_grad(self) -> None:
         n = self.rank_params
-        self.elementwise(THREAD_MAIN, "aten::zero_", FILL, n, reads=0, writes=1, dims=[[n]])
+        self.w.elementwise(THREAD_MAIN, "aten::zero_", FILL, n, reads=0, writes=1, dims=[[n]])
 
 
 def build_stage_plan(cfg: SynthConfig, gpu: GpuProfile, stage: int) -> StagePlan:
-    """The instructions of one training iteration on pipeline ``stage``."""
-    b = StageProgram(cfg, gpu, stage)
-    b.ops.append((OP_STEP_BEGIN,))
-    b.zero_grad()
-    steps = pipeline_steps(cfg.schedule, stage, cfg.pp, cfg.microbatches)
-    last_backward = max(i for i, s in enumerate(steps) if s.phase == "B")
+    """The instructions of one training iteration on pipeline ``stage``: with virtual stages
+    (``cfg.vp`` > 1) its model chunks in the interleaved 1F1B order, each chunk's gradients
+    reduce-scattered during its own last backward."""
+    w = StageWriter(cfg, gpu, stage)
+    if cfg.vp > 1:
+        chunks = [StageProgram(cfg, gpu, stage, c, w) for c in range(cfg.vp)]
+        steps = interleaved_steps(stage, cfg.pp, cfg.vp, cfg.microbatches)
+    else:
+        chunks = [StageProgram(cfg, gpu, stage, None, w)]
+        steps = pipeline_steps(cfg.schedule, stage, cfg.pp, cfg.microbatches)
+    w.ops.append((OP_STEP_BEGIN,))
+    for chunk in chunks:  # Megatron zeroes each model chunk's gradient buffer
+        chunk.zero_grad()
+    last_backward = {s.chunk: i for i, s in enumerate(steps) if s.phase == "B"}
     rs_handles: list[int] = []
     for i, step in enumerate(steps):
+        b = chunks[step.chunk]
         if step.phase == "F":
             b.forward(step.microbatch)
         elif step.phase == "B":
-            b.backward(step.microbatch, sync_grads=i == last_backward, rs_handles=rs_handles)
+            b.backward(step.microbatch, sync_grads=i == last_backward[step.chunk], rs_handles=rs_handles)
         else:
             b.p2p(step.transfers)
-    b.optimizer(rs_handles)
-    b.ops.append((OP_STEP_END,))
-    return b.plan
+    chunks[0].optimizer(rs_handles, chunks[1:])
+    w.ops.append((OP_STEP_END,))
+    return w.plan

@@ -34,8 +34,6 @@ class StageWriter:
         self.gpu = gpu
         self.plan = StagePlan(stage)
         self.ops = self.plan.ops
-        self.first = stage == 0
-        self.last = stage == cfg.pp - 1
         m = cfg.model
         self.T = cfg.tokens
         self.h = m.hidden
@@ -47,7 +45,6 @@ class StageWriter:
         self.fin_tp = m.ffn_in_dim // cfg.tp  # ... of the first MLP GEMM (SwiGLU: gate and up)
         # Sequence parallelism keeps norms, residuals and dropout on T / tp rows.
         self.T_sp = self.T // cfg.tp if cfg.sp and cfg.tp > 1 else self.T
-        self.layers = range(stage * cfg.layers_per_stage, (stage + 1) * cfg.layers_per_stage)
         self.gemm_pattern = GEMM_NAMES.get(gpu.compute_capability[0], GEMM_NAMES[9])
         # Volta has no BF16: Megatron trains in FP16 there, so kernels and messages say Half.
         self.fp16 = gpu.compute_capability[0] < 8
@@ -69,7 +66,7 @@ class StageWriter:
             self.plan.kernels.append(desc)
         return idx
 
-    def _comm(self, desc: CommDesc) -> int:
+    def comm_index(self, desc: CommDesc) -> int:
         if self.fp16 and desc.dtype == "BFloat16":
             desc.dtype = "Half"
         key = (
@@ -88,7 +85,8 @@ class StageWriter:
             self.plan.comms.append(desc)
         return idx
 
-    def _handle(self) -> int:
+    def new_handle(self) -> int:
+        """A handle for a collective waited later (:meth:`wait`)."""
         self.plan.n_handles += 1
         return self.plan.n_handles - 1
 
@@ -164,7 +162,7 @@ class StageWriter:
             dtype[1],
             reduce_op=op,
         )
-        self.ops.append((OP_COLL, thread, self._comm(desc), handle))
+        self.ops.append((OP_COLL, thread, self.comm_index(desc), handle))
 
     def tp_exchange(self, thread: int, nelems: int, gather: bool, handle: int = -1) -> None:
         """Sequence parallelism's TP collectives on a T x h activation of ``nelems`` elements: an
@@ -193,7 +191,7 @@ class StageWriter:
                 nelems // tp,
                 *BF16,
             )
-        self.ops.append((OP_COLL, thread, self._comm(desc), handle))
+        self.ops.append((OP_COLL, thread, self.comm_index(desc), handle))
 
     def tp_output(self, thread: int, nelems: int) -> None:
         """After a row-parallel GEMM: all-reduce, or reduce-scatter with sequence parallelism."""
@@ -209,7 +207,7 @@ class StageWriter:
 
     def collective(self, thread: int, desc: CommDesc, handle: int = -1) -> None:
         """Issue one collective (``handle`` -1: waited at once; else waited later by ``wait``)."""
-        self.ops.append((OP_COLL, thread, self._comm(desc), handle))
+        self.ops.append((OP_COLL, thread, self.comm_index(desc), handle))
 
     def wait(self, thread: int, handles: list[int]) -> None:
         if handles:

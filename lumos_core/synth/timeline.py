@@ -152,6 +152,8 @@ def run_rank(setup: RankSetup, table: InstanceTable, em: Emitter | None = None) 
     pend = [0, 0, 0, 0, 0]  # per stream: unresolved instance key of its last kernel, 0 if none
     seqs = [0, 0]  # per TP, DP group
     pseqs = [[0, 0], [0, 0]]  # per pipeline peer (prev, next): [receives, sends]
+    if setup.peers[0] == setup.peers[1] >= 0:  # a two-stage ring (interleaved): one peer both ways,
+        pseqs[1] = pseqs[0]  # and NCCL pairs its sends and receives in order whichever the stream
     stacks: tuple[list, list] = ([], [])
 
     for iteration in range(setup.iterations):
