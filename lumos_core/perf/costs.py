@@ -64,6 +64,11 @@ def peak_flops(gpu: GpuProfile, dtype_bytes: int = 2) -> float:
 _TILES = ((256, 128, 1.0), (128, 256, 1.0), (128, 128, 0.9), (128, 64, 0.8), (64, 128, 0.8), (64, 64, 0.6))
 _SPLIT_K = (1, 2, 4)  # split-K factors a library uses when there are too few tiles to fill the SMs
 _MIN_SPLIT_DEPTH = 256  # ... keeping each slice of K this deep at least
+# A tile's fixed work beside its main loop over K (filling the software pipeline, the epilogue that
+# writes the output tile), in units of K: a tile costs as if K were this much deeper, so shallow
+# GEMMs (K = a narrow tensor-parallel shard) stay far from peak. A modelling default (~3 pipeline
+# stages of 32 plus the epilogue), not fitted.
+_TILE_K_OVERHEAD = 128
 
 
 def wave_factor(m: int, n: int, k: int, sms: int, batch: int = 1) -> float:
@@ -71,7 +76,9 @@ def wave_factor(m: int, n: int, k: int, sms: int, batch: int = 1) -> float:
     into tiles, one thread block per tile, run in waves of ``sms`` blocks, so partial tiles (padding)
     and an underfilled last wave cost as if full. Small problems (few tiles: narrow tensor-parallel
     shards, one micro-batch) leave SMs idle; a library answers with smaller tiles (less operand reuse)
-    or split-K (slices of K on more blocks). The best of those choices, as a heuristic would pick."""
+    or split-K (slices of K on more blocks). Each tile also pays a fixed pipeline fill and epilogue
+    (``_TILE_K_OVERHEAD``), which shallow GEMMs do not amortise. The best of those choices, as a
+    heuristic would pick."""
     best = math.inf
     for tm, tn, rel in _TILES:
         tiles = batch * math.ceil(m / tm) * math.ceil(n / tn)
@@ -79,7 +86,8 @@ def wave_factor(m: int, n: int, k: int, sms: int, batch: int = 1) -> float:
             if s > 1 and k // s < _MIN_SPLIT_DEPTH:
                 break
             waves = math.ceil(tiles * s / sms)
-            padded = waves * sms * tm * tn * (k / s)  # MACs the SMs are busy for, idle ones included
+            # MACs the SMs are busy for, idle ones and each tile's fill and epilogue included
+            padded = waves * sms * tm * tn * (k / s + _TILE_K_OVERHEAD)
             best = min(best, padded / (batch * m * n * k) / rel)
     return max(best, 1.0)
 
