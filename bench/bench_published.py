@@ -266,6 +266,37 @@ def _subsample(rows: list[Row], n: int) -> list[Row]:
     return out
 
 
+# --------------------------------------------------------------------------------- noise floor
+
+
+def vtrain_noise_floor(rows: list[Row]) -> tuple[float, float]:
+    """(run-to-run noise, a perfect model's mean |ratio error|) of vTrain's iteration times, from the
+    data alone. Every configuration was run at 12, 16, 20 and 24 layers; the iteration time of a
+    fixed configuration is affine in the layer count (per-layer work and, per stage, L/pp layers
+    in every 1F1B slot; embedding, head, optimizer constants), so what a line through the four
+    runs leaves is run-to-run noise. Returned: its relative standard deviation (residual sum of
+    squares over 4 - 2 degrees of freedom per line, pooled), and E|r - 1| of a ratio of two runs
+    with that noise each, sqrt(2) sigma sqrt(2 / pi): the mean ratio error of a model that is exact."""
+    lines: dict[str, list[tuple[int, float]]] = {}
+    for r in rows:
+        if r.table == "vtrain":
+            c = r.cfg
+            key = f"{c.model.hidden}|{c.micro_batch}|{c.global_batch}|{c.tp}|{c.dp}|{c.pp}"
+            lines.setdefault(key, []).append((c.model.layers, r.measured))
+    ss, dof = 0.0, 0
+    for pts in lines.values():
+        if len(pts) < 3:
+            continue
+        n = len(pts)
+        mx = statistics.fmean(x for x, _ in pts)
+        my = statistics.fmean(y for _, y in pts)
+        slope = sum((x - mx) * (y - my) for x, y in pts) / sum((x - mx) ** 2 for x, _ in pts)
+        ss += sum(((y - my - slope * (x - mx)) / y) ** 2 for x, y in pts)
+        dof += n - 2
+    sigma = (ss / dof) ** 0.5 if dof else float("nan")
+    return sigma, sigma * 2**0.5 * (2 / 3.141592653589793) ** 0.5
+
+
 # -------------------------------------------------------------------------------------- report
 
 
@@ -335,6 +366,11 @@ def report(rows: list[Row], gpu_for: Callable[[Row], GpuProfile]) -> dict[str, d
         f"hold-out overall (mean of per-table means): lumos {100 * statistics.fmean(tables_ho):.1f} % vs null "
         f"{100 * statistics.fmean(nulls_ho):.1f} % (target <= {100 * TARGET_ABS:.0f} %); rows pooled: "
         f"{100 * statistics.fmean(_err(pred[i], rows[i].measured) for i in ho):.1f} %"
+    )
+    sigma, floor = vtrain_noise_floor(rows)
+    print(
+        f"vTrain noise floor (lines through 12/16/20/24 layers): run-to-run sigma {100 * sigma:.2f} %; "
+        f"an exact model's mean |ratio error| {100 * floor:.2f} %"
     )
     print(f"\n{'knob (ratio)':<34}{'part':<10}{'pairs':>6}{'lumos |err|':>13}{'no-change |err|':>17}")
     for knob, vals in _ratios(rows, pred).items():

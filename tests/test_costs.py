@@ -14,6 +14,7 @@ from lumos_core.perf.costs import (
     gemm_flops,
     gemm_time,
     memory_time,
+    wave_factor,
     spans_nodes,
 )
 from lumos_core.perf.hardware import get_gpu
@@ -24,12 +25,31 @@ H100 = get_gpu("H100")
 
 
 def test_gemm_compute_bound_square():
-    # 2 * 4096^3 = 137,438,953,472 FLOPs at 989.4e12 * 0.63 (the profile's prior) = 6.2332e14 FLOP/s
-    # -> 220.49 µs, plus the GEMM curve's 6.3 µs fixed cost per kernel
-    assert (H100.gemm_efficiency, H100.gemm_fixed) == (0.63, 6.3e-6)
+    # 2 * 4096^3 = 137,438,953,472 FLOPs; 128 x 256 tiles: 32 x 16 = 512 tiles on 132 SMs -> 4 waves,
+    # each tile as if K were 4096 + 128 deep (pipeline fill, epilogue): 4 * 132 * 128 * 256 * 4224 /
+    # 4096^3 = 1.063477 of the FLOPs keep SMs busy; at 989.4e12 * 0.70 (the profile's prior) =
+    # 6.9258e14 FLOP/s -> 211.04 µs, plus the GEMM curve's 6.3 µs per kernel
+    assert (H100.gemm_efficiency, H100.gemm_fixed) == (0.70, 6.3e-6)
     assert gemm_flops(4096, 4096, 4096) == 137_438_953_472
-    assert gemm_time(4096, 4096, 4096, H100) == pytest.approx(226.794e-6, rel=1e-4)
-    assert gemm_time(4096, 4096, 4096, H100, efficiency=0.70) == pytest.approx(198.4449e-6, rel=1e-5)
+    assert wave_factor(4096, 4096, 4096, 132) == pytest.approx(1.0634766, rel=1e-6)
+    assert gemm_time(4096, 4096, 4096, H100) == pytest.approx(217.343e-6, rel=1e-4)
+    assert gemm_time(4096, 4096, 4096, H100, efficiency=0.70) == pytest.approx(211.043e-6, rel=1e-4)
+
+
+def test_wave_factor_counts_idle_sms_of_small_and_narrow_gemms():
+    # 1024 x 128 output (a tensor-parallel shard) on 108 SMs: split-K by 4 (K 4096 -> slices of
+    # 1024), 128 x 64 tiles at 0.8 of the big tiles' rate: 8 x 2 x 4 = 64 blocks, one wave with 44
+    # SMs idle, each tile 1024 + 128 deep: 108 * 128 * 64 * 1152 / (1024 * 128 * 4096) / 0.8 = 2.37
+    # (the best choice)
+    assert wave_factor(1024, 128, 4096, 108) == pytest.approx(108 * 128 * 64 * 1152 / (1024 * 128 * 4096) / 0.8)
+    # one full wave of big, deep tiles costs only the tile's fill and epilogue; never below 1
+    assert wave_factor(108 * 256, 128, 8192, 108) == pytest.approx((8192 + 128) / 8192)
+    # batched products share the waves: 16 products of 1024 x 1024 (K 64) fill 108 SMs better than one
+    assert wave_factor(1024, 1024, 64, 108, batch=16) < wave_factor(1024, 1024, 64, 108)
+    # hence an 8-way shard of a 1024-wide layer reaches a lower fraction of peak than the whole layer
+    a100 = get_gpu("A100")
+    eff = [gemm_flops(1024, n, 1024) / gemm_time(1024, n, 1024, a100) for n in (4096, 512)]
+    assert eff[1] < 0.8 * eff[0]
 
 
 def test_gemm_memory_bound_gemv():
@@ -38,8 +58,10 @@ def test_gemm_memory_bound_gemv():
 
 
 def test_gemm_fp32_uses_cuda_core_peak_and_floor():
-    # 2 * 1024^3 = 2.147e9 FLOPs at 67e12 * 0.63 -> 50.876 µs (+ 6.3 µs per kernel)
-    assert gemm_time(1024, 1024, 1024, H100, dtype_bytes=4) == pytest.approx(57.176e-6, rel=1e-4)
+    # 2 * 1024^3 = 2.147e9 FLOPs x wave_factor (tiles, waves, fill) at 67e12 * 0.70 (+ 6.3 µs per kernel)
+    f = wave_factor(1024, 1024, 1024, 132)
+    assert 1.0 < f < 1.5
+    assert gemm_time(1024, 1024, 1024, H100, dtype_bytes=4) == pytest.approx(2.147483648e9 * f / (67e12 * 0.7) + 6.3e-6)
     assert gemm_time(8, 8, 8, H100, efficiency=0.7) == H100.kernel_floor
 
 

@@ -89,3 +89,31 @@ def test_layer_sync_traces_replay_to_the_prediction(tmp_path):
     synthesize(cfg, tmp_path / "job")
     replayed = estimate(load_job(tmp_path / "job", use_cache=False), {}).replayed.iteration_us * 1e-6
     assert predict(cfg).iteration_s == pytest.approx(replayed, rel=0.06)  # the synth-vs-predict tolerance
+
+
+@needs_gt
+def test_vtrain_noise_floor_is_far_below_the_ratio_target():
+    """The issue's ratio target (<= 10 % mean per knob) is a model target, not a noise limit: lines
+    through each configuration's 12/16/20/24-layer runs leave ~0.1 % (run-to-run noise), so an exact
+    model would show ~0.1 % mean ratio error. The knob test below therefore uses the target itself."""
+    sigma, floor = bench.vtrain_noise_floor(bench.load_rows())
+    assert 0.0 < sigma < 0.01, sigma
+    assert floor < 0.1 * bench.TARGET_RATIO, floor
+
+
+@needs_gt
+def test_vtrain_one_knob_ratios_meet_the_target_on_hold_out_pairs():
+    """Hidden 1024 -> 2048 and micro-batch x2 on vTrain's node (pairs not both in the fit part), at the
+    issue's target and better than "no change". Runs at 12 and 20 layers only, to keep it short (the
+    bench scores all four depths)."""
+    rows = [r for r in bench.load_rows() if r.table == "vtrain" and r.cfg.model.layers in (12, 20)]
+    a100 = bench.get_gpu("A100")
+    pred = {i: bench.predicted(r, a100) for i, r in enumerate(rows)}
+    ratios = bench._ratios(rows, pred)
+    for knob in ("vtrain hidden 1024->2048", "vtrain micro-batch x2"):
+        pairs = [(p, m) for p, m, in_sample in ratios[knob] if not in_sample]
+        assert len(pairs) > 100, (knob, len(pairs))
+        lumos = statistics.fmean(abs(p / m - 1) for p, m in pairs)
+        null = statistics.fmean(abs(1 / m - 1) for _, m in pairs)
+        assert lumos <= bench.TARGET_RATIO, f"{knob}: {lumos:.3f} (no change {null:.3f})"
+        assert lumos < null, f"{knob}: {lumos:.3f} vs no change {null:.3f}"

@@ -15,6 +15,7 @@ https://github.com/NVIDIA/nccl-tests/blob/master/doc/PERFORMANCE.md. Everything 
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -38,6 +39,7 @@ __all__ = [
     "memory_time",
     "peak_flops",
     "spans_nodes",
+    "wave_factor",
 ]
 
 # ---------------------------------------------------------------------------------------------
@@ -56,6 +58,40 @@ def peak_flops(gpu: GpuProfile, dtype_bytes: int = 2) -> float:
     return gpu.peak_bf16_flops if dtype_bytes <= 2 else gpu.peak_fp32_flops
 
 
+# Output tiles a GEMM library picks from on tensor cores (rows, columns, throughput relative to the
+# largest): smaller tiles fill more SMs but reuse each operand less (CUTLASS's A100/H100 tile
+# family; cuBLAS heuristics choose among the same kind). Modelling defaults, not fitted.
+_TILES = ((256, 128, 1.0), (128, 256, 1.0), (128, 128, 0.9), (128, 64, 0.8), (64, 128, 0.8), (64, 64, 0.6))
+_SPLIT_K = (1, 2, 4)  # split-K factors a library uses when there are too few tiles to fill the SMs
+_MIN_SPLIT_DEPTH = 256  # ... keeping each slice of K this deep at least
+# A tile's fixed work beside its main loop over K (filling the software pipeline, the epilogue that
+# writes the output tile), in units of K: a tile costs as if K were this much deeper, so shallow
+# GEMMs (K = a narrow tensor-parallel shard) stay far from peak. A modelling default (~3 pipeline
+# stages of 32 plus the epilogue), not fitted.
+_TILE_K_OVERHEAD = 128
+
+
+def wave_factor(m: int, n: int, k: int, sms: int, batch: int = 1) -> float:
+    """How much longer than its FLOPs alone a GEMM takes on ``sms`` SMs (>= 1): the output is cut
+    into tiles, one thread block per tile, run in waves of ``sms`` blocks, so partial tiles (padding)
+    and an underfilled last wave cost as if full. Small problems (few tiles: narrow tensor-parallel
+    shards, one micro-batch) leave SMs idle; a library answers with smaller tiles (less operand reuse)
+    or split-K (slices of K on more blocks). Each tile also pays a fixed pipeline fill and epilogue
+    (``_TILE_K_OVERHEAD``), which shallow GEMMs do not amortise. The best of those choices, as a
+    heuristic would pick."""
+    best = math.inf
+    for tm, tn, rel in _TILES:
+        tiles = batch * math.ceil(m / tm) * math.ceil(n / tn)
+        for s in _SPLIT_K:
+            if s > 1 and k // s < _MIN_SPLIT_DEPTH:
+                break
+            waves = math.ceil(tiles * s / sms)
+            # MACs the SMs are busy for, idle ones and each tile's fill and epilogue included
+            padded = waves * sms * tm * tn * (k / s + _TILE_K_OVERHEAD)
+            best = min(best, padded / (batch * m * n * k) / rel)
+    return max(best, 1.0)
+
+
 def gemm_time(
     m: int,
     n: int,
@@ -65,17 +101,20 @@ def gemm_time(
     dtype_bytes: int = 2,
     efficiency: float | None = None,
     curve: KernelCurve | None = None,
+    batch: int = 1,
 ) -> float:
-    """Time of a GEMM: the longer of its compute time and its memory time (bytes of A, B, C at HBM
-    bandwidth), never less than the kernel floor. Compute time follows the saturating GEMM curve of
+    """Time of a GEMM (``batch`` independent m x k by k x n products in one kernel): the longer of its
+    compute time and its memory time (bytes of A, B, C at HBM bandwidth), never less than the
+    kernel floor. Compute time follows the saturating GEMM curve of
     :mod:`lumos_core.perf.kernel_curves` (``curve``, e.g. fitted to a trace, else the profile's), or
-    a flat ``efficiency`` when one is given."""
-    flops = gemm_flops(m, n, k)
+    a flat ``efficiency`` when one is given, applied to the FLOPs the SMs are busy for: the tile and
+    wave quantisation of :func:`wave_factor` (what makes small and narrow GEMMs far from peak)."""
+    flops = batch * gemm_flops(m, n, k) * wave_factor(m, n, k, gpu.sm_count, batch)
     if efficiency is not None:
         compute = flops / (peak_flops(gpu, dtype_bytes) * efficiency)
     else:
         compute = (curve or profile_curves(gpu, dtype_bytes)["gemm"]).time(flops)
-    memory = dtype_bytes * (m * k + k * n + m * n) / (gpu.hbm_bandwidth * gpu.memory_efficiency)
+    memory = batch * dtype_bytes * (m * k + k * n + m * n) / (gpu.hbm_bandwidth * gpu.memory_efficiency)
     return max(compute, memory, gpu.kernel_floor)
 
 

@@ -65,8 +65,9 @@ def write_attention_core(w: StageWriter, th: int, backward: bool = False) -> Non
 
 
 def _bmm(w: StageWriter, th: int, batch: int, m: int, n: int, k: int) -> None:
-    """A batched GEMM (``batch`` products of m x k by k x n), costed as one GEMM of its FLOPs."""
-    t = costs.gemm_time(batch * m, n, k, w.gpu)
+    """A batched GEMM (``batch`` products of m x k by k x n in one kernel: tiles of every product
+    share the waves)."""
+    t = costs.gemm_time(m, n, k, w.gpu, batch=batch)
     w.kernel(
         th,
         KernelDesc(

@@ -53,7 +53,7 @@ def fit_gemm_curve(
         memory = dtype_bytes * (m * k + k * n + m * n) / (gpu.hbm_bandwidth * gpu.memory_efficiency)
         if t <= 0 or flops / t > peak or memory > 0.5 * t:
             continue
-        work.append(flops)
+        work.append(flops * costs.wave_factor(m, n, k, gpu.sm_count))  # the curve's work: SMs busy
         seconds.append(t)
     return fit_curve(prior, work, seconds)
 
