@@ -18,7 +18,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication
 
 from app.job_opening import load_eta
-from app.whatif.headline import GPU_BOUND_BUTTON
+from app.panels.cpu_paced_banner import GPU_BOUND_BUTTON
 from app.whatif.prediction_pane import PredictionPane, headline_html
 from app.whatif.scenarios import COLUMNS
 from lumos_core.replay import warm_up as warm_up_module
