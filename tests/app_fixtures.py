@@ -12,6 +12,7 @@ import pytest
 from app_helpers import make_window
 from PySide6.QtCore import QSettings
 
+from app.jobs import running_tasks
 from app.main_window import MainWindow
 
 
@@ -29,3 +30,18 @@ def window(qtbot) -> Iterator[MainWindow]:  # type: ignore[no-untyped-def]
     yield w
     w.shutdown()
     assert not w.is_loading
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _no_task_outlives_the_module() -> Iterator[None]:
+    """Every window a module opened is shut down by now (its fixtures are torn down first): no
+    background task may still run. A thread left running is what the cyclic garbage collector
+    could later destroy mid-run (a qFatal abort); this names it while its test is still known."""
+    yield
+    from PySide6.QtWidgets import QApplication
+
+    if QApplication.instance() is not None:
+        QApplication.processEvents()
+    left = running_tasks()
+    assert not left, f"background tasks still running after the module's windows closed: {left}"
+

@@ -1,0 +1,103 @@
+"""Lifetimes of the background tasks (app/jobs.py): a started task stays alive until its thread has
+been joined, whatever happens to its owner, and a finished one is freed by reference counting (no
+task <-> worker cycle left for Python's cyclic collector, which may run at any allocation on any
+thread). A window dropped in the middle of a sweep, collected, leaves no thread behind; the app
+tests check at the end of each module that no task still runs (app_fixtures)."""
+
+from __future__ import annotations
+
+import gc
+import multiprocessing
+import threading
+import time
+import weakref
+
+import pytest
+from app_helpers import open_in_window
+from conftest import needs_shared, shared
+from PySide6.QtCore import QObject
+from PySide6.QtWidgets import QApplication
+
+from app.jobs import BackgroundTask, running_tasks
+
+pytest_plugins = ["app_fixtures"]  # isolated QSettings, the end-of-module check for running tasks
+
+
+def process_events_until(done, timeout_s: float = 30.0) -> bool:  # type: ignore[no-untyped-def]
+    end = time.monotonic() + timeout_s
+    while not done() and time.monotonic() < end:
+        QApplication.processEvents()
+        time.sleep(0.005)
+    return bool(done())
+
+
+def test_a_finished_task_is_freed_without_the_cycle_collector(qapp) -> None:  # type: ignore[no-untyped-def]
+    task = BackgroundTask(lambda p, f: 42, token=11)
+    thread = weakref.ref(task._thread)
+    gone = weakref.ref(task)
+    was_enabled = gc.isenabled()
+    gc.disable()  # only reference counting from here: a cycle would keep both alive
+    try:
+        task.start()
+        assert task.wait(10_000)
+        del task
+        QApplication.processEvents()
+        assert gone() is None and thread() is None
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+class _Owner(QObject):
+    """An owner that forgets to wait: it and its task only reachable through a cycle."""
+
+    def __init__(self, task: BackgroundTask) -> None:
+        super().__init__()
+        self.task = task
+        task.owner = self  # type: ignore[attr-defined]
+
+
+def test_a_running_task_outlives_its_dropped_owner_until_its_thread_ends(qapp) -> None:  # type: ignore[no-untyped-def]
+    go = threading.Event()
+    task = BackgroundTask(lambda p, f: go.wait(10), token=12)
+    gone = weakref.ref(task)
+    owner = _Owner(task)
+    task.start()
+    del task, owner
+    gc.collect()  # the owner's cycle goes; the task must not
+    assert [t.token for t in running_tasks()] == [12]
+    go.set()
+    assert process_events_until(lambda: not running_tasks())
+    QApplication.processEvents()
+    gc.collect()
+    assert gone() is None  # joined on the GUI thread, then released
+
+
+@needs_shared
+def test_a_window_dropped_mid_sweep_leaves_no_thread_behind(qapp) -> None:  # type: ignore[no-untyped-def]
+    """The worst case for lifetimes: the window goes (deleted, its Python side collected) while its
+    sweep runs, without being shut down. The sweep's thread must neither be destroyed running
+    (qFatal) nor outlive its work, and its worker processes end; what it drives is gone, so its
+    rows are dropped. (The task object itself may stay: PySide keeps the lambdas connected to it,
+    which hold the deleted dialog's Python side, until the task's C++ object is deleted.)"""
+    w = open_in_window(qapp, shared("h100-nanogpt-8rank"))
+    d = w.workbench.grid_sweep
+    d.set_grid_text({"dp": "8, 16"})
+    d.engine_combo.setCurrentIndex(d.engine_combo.findData("local"))
+    d.workers.setValue(2)
+    assert d.run()
+    assert process_events_until(lambda: bool(multiprocessing.active_children()), 60)
+    task = weakref.ref(d.task)
+    w.deleteLater()  # no closeEvent: nothing is shut down
+    del w, d
+    QApplication.processEvents()
+    gc.collect()
+    assert task() is not None and task() in running_tasks()
+    assert process_events_until(lambda: not running_tasks(), 120), running_tasks()
+    gc.collect()
+    assert task() is None or not task().is_running()
+    assert process_events_until(lambda: not [p for p in multiprocessing.active_children() if p.is_alive()], 30)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    pytest.main([__file__])
