@@ -90,8 +90,6 @@ class GridSweepDialog(QDialog):
         self.last_error = ""
         self._token = 0
         self._started_at = 0.0
-        self._relay = _RowRelay(self)
-        self._relay.row.connect(self._on_row)
         self._refresh_timer = QTimer(self)
         self._refresh_timer.setSingleShot(True)
         self._refresh_timer.setInterval(_REFRESH_MS)
@@ -186,7 +184,11 @@ class GridSweepDialog(QDialog):
         self.report = None
         self.last_error = ""
         self.views.start(grid, [point_key(c) for c in grid.points()])
-        job, baseline, relay = self.runner.loaded.job, self.runner.baseline, self._relay
+        job, baseline = self.runner.loaded.job, self.runner.baseline
+        # the worker emits through this relay: owned by the run (the closure below), not by the
+        # dialog, so the dialog going away can never delete it under the worker thread
+        relay = _RowRelay()
+        relay.row.connect(self._on_row)
         self._token += 1
         token = self._token
 
