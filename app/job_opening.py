@@ -88,6 +88,7 @@ class JobOpening(QObject):
         self._tasks: dict[int, BackgroundTask] = {}  # by serial number; task.token is the job's
         self._drop_dirs: list[tempfile.TemporaryDirectory[str]] = []
         self._awaiting_summary: tuple[int, LoadedJob] | None = None
+        self._closed = False  # after stop_loads (the window closes) nothing starts again
         self._summary_timer = QTimer(self)
         self._summary_timer.setSingleShot(True)
         self._summary_timer.timeout.connect(self.start_summaries)
@@ -167,8 +168,7 @@ class JobOpening(QObject):
         task.start()
 
     def start_summaries(self) -> None:
-        """Start summarising the job whose lanes are shown (once; at its first paint or after
-        :attr:`SUMMARY_START_MS`)."""
+        """Summarise the job whose lanes are shown (once: at its first paint or SUMMARY_START_MS)."""
         self._summary_timer.stop()
         pending, self._awaiting_summary = self._awaiting_summary, None
         if pending is None or pending[0] != self._token:
@@ -214,7 +214,9 @@ class JobOpening(QObject):
         self.status.status_label.setText("Loading failed.")
 
     def stop_loads(self, timeout_ms: int) -> None:
-        """Cancel and wait for every load, and for the timelines' row-table workers."""
+        """Cancel and wait for every load and the timelines' row-table workers (the window closes).
+        Nothing starts after it (a result still queued would start summaries, then a replay)."""
+        self._closed = True
         self._awaiting_summary = None
         self._summary_timer.stop()
         for task in list(self._tasks.values()):
@@ -249,7 +251,7 @@ class JobOpening(QObject):
             self.summaries.set_file_status(file, state, detail)
 
     def _on_loaded(self, token: int, loaded: LoadedJob) -> None:
-        if token != self._token:
+        if token != self._token or self._closed:
             return  # a newer load was started: this result is stale
         self.timings["load_s"] = self.seconds_since_open()
         self.lanes_loaded.emit(loaded)
@@ -266,7 +268,7 @@ class JobOpening(QObject):
             QTimer.singleShot(0, self.start_summaries)  # after this paint has returned
 
     def _on_summarised(self, loaded: LoadedJob, token: int, summaries: JobSummaries) -> None:
-        if token != self._token:
+        if token != self._token or self._closed:
             return  # stale
         loaded.apply(summaries)
         self.timings["summaries_s"] = self.seconds_since_open()

@@ -44,4 +44,3 @@ def _no_task_outlives_the_module() -> Iterator[None]:
         QApplication.processEvents()
     left = running_tasks()
     assert not left, f"background tasks still running after the module's windows closed: {left}"
-

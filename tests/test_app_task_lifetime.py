@@ -13,7 +13,7 @@ import time
 import weakref
 
 import pytest
-from app_helpers import open_in_window
+from app_helpers import make_window, open_in_window
 from conftest import needs_shared, shared
 from PySide6.QtCore import QObject
 from PySide6.QtWidgets import QApplication
@@ -96,7 +96,37 @@ def test_a_window_dropped_mid_sweep_leaves_no_thread_behind(qapp) -> None:  # ty
     assert process_events_until(lambda: not running_tasks(), 120), running_tasks()
     gc.collect()
     assert task() is None or not task().is_running()
-    assert process_events_until(lambda: not [p for p in multiprocessing.active_children() if p.is_alive()], 30)
+    assert process_events_until(
+        lambda: not [p for p in multiprocessing.active_children() if p.is_alive()], 30
+    )
+
+
+@needs_shared
+def test_a_window_closed_with_its_load_result_still_queued_starts_nothing_after(qapp, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The load finished, its result waits in the event queue, the window closes: delivered during
+    the close, the result used to show the lanes, arm the summaries' timer and (through the
+    window) start the baseline replay, on threads nobody waited for any more; in the tests such a
+    closed window (deleteLater is not processed outside an event loop) kept starting work in the
+    next test, referenced only by its own garbage."""
+    started: list[str] = []
+    original = BackgroundTask.start
+
+    def start(task: BackgroundTask) -> None:
+        started.append(task.what)
+        original(task)
+
+    monkeypatch.setattr(BackgroundTask, "start", start)
+    w = make_window()
+    w.open_path(shared("h100-nanogpt-8rank"))
+    loads = running_tasks()  # the load
+    end = time.monotonic() + 90
+    while any(t.is_running() for t in loads) and time.monotonic() < end:
+        time.sleep(0.01)  # no event processing: the load's result stays queued
+    assert len(started) == 1
+    w.close()  # closeEvent: shutdown
+    process_events_until(lambda: False, 1.0)  # past the summaries' 300 ms timer
+    assert started[1:] == [] and not running_tasks()
+    w.deleteLater()
 
 
 if __name__ == "__main__":  # pragma: no cover

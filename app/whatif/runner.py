@@ -288,6 +288,7 @@ class WhatIfRunner(QObject):
         self._requests: dict[int, Request] = {}
         self._queue: deque[Request] = deque()
         self._next_id = 0
+        self._closed = False  # after shutdown (the window closes) nothing starts again
 
     # ---- state
     @property
@@ -374,7 +375,8 @@ class WhatIfRunner(QObject):
         self.idle.emit()
 
     def shutdown(self, timeout_ms: int = 60_000) -> None:
-        """Cancel and wait for every task (before the window goes away)."""
+        """Cancel and wait for every task (before the window goes away); nothing starts after it."""
+        self._closed = True
         self._queue.clear()
         for task in self._tasks.values():
             task.cancel()
@@ -390,7 +392,8 @@ class WhatIfRunner(QObject):
 
     # ---- internals
     def _can_run(self) -> bool:
-        return self.loaded is not None and self.baseline is not None and self.cache is not None
+        ready = self.loaded is not None and self.baseline is not None and self.cache is not None
+        return ready and not self._closed
 
     def _drop_current(self) -> None:
         if self._current is not None:
