@@ -1,8 +1,8 @@
 """Opening jobs in the main window: a folder, a file, dropped files, a recent path or the demo job,
 each loaded on a :class:`~app.jobs.BackgroundTask` with progress, cancel and per-file status.
 
-A load has two steps, each on its own task: the lanes (:func:`~app.loaded_job.prepare_lanes`),
-shown as soon as they are ready, then the summaries (:func:`~app.loaded_job.summarise_job`),
+A load has two steps, each on its own task: the lanes (:func:`~app.view_model.loaded_job.prepare_lanes`),
+shown as soon as they are ready, then the summaries (:func:`~app.view_model.loaded_job.summarise_job`),
 started once the lanes are painted so they do not compete with the first paint; ``job_loaded`` is
 emitted when both are in. :class:`JobOpening` is a part the main window owns: built with the window
 (dialogs' parent, drag and drop), the panes it reports into and the status bar's widgets, it says
@@ -28,7 +28,7 @@ from PySide6.QtWidgets import QDockWidget, QFileDialog, QMainWindow
 from app import settings
 from app.demo_source import DEMO_UNAVAILABLE, demo_generator
 from app.jobs import BackgroundTask
-from app.loaded_job import JobSummaries, LoadedJob, prepare_lanes, summarise_job
+from app.view_model.loaded_job import JobSummaries, LoadedJob, prepare_lanes, summarise_job
 from app.panels.summary_panes import SummaryPanes
 from app.timeline.timeline_view import TimelineView
 from app.window_chrome import Banner

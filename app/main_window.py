@@ -32,7 +32,7 @@ from PySide6.QtWidgets import (
 
 from app import settings
 from app.job_opening import JobOpening
-from app.loaded_job import LoadedJob
+from app.view_model.loaded_job import LoadedJob
 from app.panels.details_panel import DetailsPanel, describe_event
 from app.panels.export import export_png, export_svg
 from app.panels.summary_panes import SummaryPanes
@@ -227,7 +227,7 @@ class MainWindow(QMainWindow):
 
     # ------------------------------------------------------------------ showing a job
     def set_loaded(self, loaded: LoadedJob) -> None:
-        """Show a job whose lanes and summaries are both prepared (:func:`~app.loaded_job.prepare_job`)."""
+        """Show a job whose lanes and summaries are both prepared (:func:`~app.view_model.loaded_job.prepare_job`)."""
         self.show_lanes(loaded)
         self.show_summaries(loaded)
 

@@ -162,7 +162,7 @@ def test_opening_a_folder_shows_files_bytes_and_what_the_panes_wait_for(
     synthesize(CFG, folder)
     compiling = lambda: warm_up_module.COMPILING  # noqa: E731 - as on a machine's first run
     monkeypatch.setattr("app.whatif.runner.warm_up_message", compiling)
-    monkeypatch.setattr("app.loaded_job.warm_up_message", compiling)
+    monkeypatch.setattr("app.view_model.loaded_job.warm_up_message", compiling)
     w = make_window()
     qtbot.addWidget(w)
     statuses: list[str] = []

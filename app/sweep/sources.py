@@ -10,7 +10,7 @@ if TYPE_CHECKING:
     from PySide6.QtCore import SignalInstance
     from PySide6.QtWidgets import QPushButton
 
-    from app.loaded_job import LoadedJob
+    from app.view_model.loaded_job import LoadedJob
     from lumos_core.graph.model import ExecutionGraph
     from lumos_core.progress import Progress
     from lumos_core.sweep.point import GridRow

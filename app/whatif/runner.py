@@ -31,8 +31,8 @@ from typing import Any
 from PySide6.QtCore import QObject, Signal
 
 from app.jobs import BackgroundTask
-from app.loaded_job import LoadedJob, infer_job_baseline
-from app.timeline.overlay_data import PredictedOverlay, build_overlay
+from app.view_model.loaded_job import LoadedJob, infer_job_baseline
+from app.view_model.overlay_data import PredictedOverlay, build_overlay
 from lumos_core.api import Estimator
 from lumos_core.compare.validate import prediction_scenario, validate_jobs
 from lumos_core.graph.build import build_graph

@@ -25,12 +25,12 @@ from PySide6.QtCore import QObject, QTimer, Signal
 from PySide6.QtWidgets import QDockWidget, QWidget
 
 from app.elided_label import ElidedLabel
-from app.loaded_job import LoadedJob
+from app.view_model.loaded_job import LoadedJob
 from app.panels.details_panel import EventDetails, describe_event
 from app.sweep.sweep_dialog import GridSweepDialog
 from app.sweep.sweep_view import SweepView
 from app.theme import Theme
-from app.timeline.overlay_data import match_text
+from app.view_model.overlay_data import match_text
 from app.timeline.state import Forward
 from app.timeline.timeline_view import PREDICTED, Hit, TimelineView
 from app.whatif.compare_view import CompareView

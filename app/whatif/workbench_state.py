@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from app.loaded_job import LoadedJob
+from app.view_model.loaded_job import LoadedJob
 from app.whatif.runner import Scenario
 
 
