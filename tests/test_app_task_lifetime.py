@@ -15,7 +15,8 @@ import weakref
 import pytest
 from app_helpers import make_window, open_in_window
 from conftest import needs_shared, shared
-from PySide6.QtCore import QObject
+from PySide6.QtCore import QObject, Qt
+from PySide6.QtGui import QStandardItemModel
 from PySide6.QtWidgets import QApplication
 
 from app.jobs import BackgroundTask, running_tasks
@@ -127,6 +128,33 @@ def test_a_window_closed_with_its_load_result_still_queued_starts_nothing_after(
     process_events_until(lambda: False, 1.0)  # past the summaries' 300 ms timer
     assert started[1:] == [] and not running_tasks()
     w.deleteLater()
+
+
+def test_cyclic_garbage_holding_qt_objects_is_collected_on_the_gui_thread(qapp) -> None:  # type: ignore[no-untyped-def]
+    """Automatic collection runs on whichever thread allocates: a worker would destroy Qt objects
+    that only a cycle held (a closed window's models) while the GUI thread uses Qt; the process
+    then dies of a corrupted heap (reproduced with a QSortFilterProxyModel). While app tests run,
+    as in the app, collection happens on the GUI thread (app/gui_gc.py, app_fixtures)."""
+    where: list[str] = []
+    model = QStandardItemModel()
+    model.destroyed.connect(
+        lambda: where.append(threading.current_thread().name), Qt.ConnectionType.DirectConnection
+    )
+    holder: dict = {"model": model}
+    holder["self"] = holder  # only the cycle keeps the model
+    del model, holder
+
+    kept: list = []
+
+    def allocate() -> None:  # what a worker does: allocate (past the collection threshold)
+        kept.append([[] for _ in range(20_000)])
+
+    worker = threading.Thread(target=allocate, name="worker")
+    worker.start()
+    worker.join()
+    assert where == []  # the worker collected nothing
+    assert process_events_until(lambda: bool(where), 5.0)
+    assert where == ["MainThread"]
 
 
 if __name__ == "__main__":  # pragma: no cover
