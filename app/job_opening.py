@@ -1,10 +1,12 @@
 """Opening jobs in the main window: a folder, a file, dropped files, a recent path or the demo job,
 each loaded on a :class:`~app.jobs.BackgroundTask` with progress, cancel and per-file status.
 
-A load has two steps, each on its own task: the lanes (:func:`~app.loaded_job.prepare_lanes`),
-shown as soon as they are ready, then the summaries (:func:`~app.loaded_job.summarise_job`),
+A load has two steps, each on its own task: the lanes (:func:`~app.view_model.loaded_job.prepare_lanes`),
+shown as soon as they are ready, then the summaries (:func:`~app.view_model.loaded_job.summarise_job`),
 started once the lanes are painted so they do not compete with the first paint; ``job_loaded`` is
-emitted when both are in. :class:`JobOpening` is one part of :class:`~app.main_window.MainWindow`.
+emitted when both are in. :class:`JobOpening` is a part the main window owns: built with the window
+(dialogs' parent, drag and drop), the panes it reports into and the status bar's widgets, it says
+what it has through signals; the window shows the job.
 Each load gets a new token; news from any other token is ignored, so opening B while A is still
 loading can never show A. A folder dropped with Shift held (or on the Diff pane) while a job is
 open is compared with it instead of opened.
@@ -18,24 +20,20 @@ import time
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from PySide6.QtCore import QPoint, Qt, QTimer, Signal
+from PySide6.QtCore import QObject, QPoint, Qt, QTimer, Signal
 from PySide6.QtGui import QDragEnterEvent, QDropEvent
-from PySide6.QtWidgets import QFileDialog, QLabel, QProgressBar, QPushButton
+from PySide6.QtWidgets import QDockWidget, QFileDialog, QMainWindow
 
 from app import settings
 from app.demo_source import DEMO_UNAVAILABLE, demo_generator
 from app.jobs import BackgroundTask
-from app.loaded_job import JobSummaries, LoadedJob, prepare_lanes, summarise_job
+from app.view_model.loaded_job import JobSummaries, LoadedJob, prepare_lanes, summarise_job
 from app.panels.summary_panes import SummaryPanes
 from app.timeline.timeline_view import TimelineView
 from app.window_chrome import Banner
+from app.window_menus import WindowStatus
 from lumos_core.trace.loader import TRACE_SUFFIXES
-
-if TYPE_CHECKING:
-    from app.whatif.workbench import WhatIfWorkbench
-
 
 DROP_HINT = "Drop to open this job; hold Shift (or drop on the Diff pane) to compare it with the open one"
 
@@ -55,55 +53,57 @@ def load_eta(fraction: float, elapsed_s: float) -> str:
     return f" · about {left:.0f} s left" if left < 120 else f" · about {left / 60:.0f} min left"
 
 
-class JobOpening:
+class JobOpening(QObject):
     """Starting, following and cancelling loads; drag and drop (see the module docstring)."""
 
-    summaries: SummaryPanes
-    banner: Banner
-    status_label: QLabel
-    progress: QProgressBar
-    cancel_button: QPushButton
-    job_loaded: Signal
-    load_failed: Signal
-    load_cancelled: Signal
-
-    loading_path: str | None = None
-    last_error: str | None = None
-    _token = 0
-    _open_started = 0.0
-    _task_serial = 0
-
-    if TYPE_CHECKING:  # provided by the main window
-
-        def show_lanes(self, loaded: LoadedJob) -> None: ...
-        def show_summaries(self, loaded: LoadedJob) -> None: ...
-        def refresh_recent(self) -> None: ...
-
-        workbench: WhatIfWorkbench
+    lanes_loaded = Signal(object)  # LoadedJob: its lanes are ready to show
+    summarised = Signal(object)  # LoadedJob: its summaries are in too
+    job_loaded = Signal(object)  # LoadedJob, after ``summarised`` is handled
+    load_failed = Signal(str)
+    load_cancelled = Signal()
+    recent_changed = Signal()  # a path was remembered in the recent list
+    waiting = Signal(str)  # what the job's panes wait for while it is read
+    compare_requested = Signal(object)  # Path dropped to be compared with the open job
 
     # the summaries start at the first paint of the lanes, or after this long if no paint comes
     # (a hidden or minimised window)
     SUMMARY_START_MS = 300
 
-    def init_job_opening(self) -> None:
+    def __init__(
+        self, window: QMainWindow, summaries: SummaryPanes, banner: Banner, status: WindowStatus
+    ) -> None:
+        super().__init__(window)
+        self.window = window
+        self.summaries = summaries
+        self.banner = banner
+        self.status = status
+        self.loading_path: str | None = None
+        self.last_error: str | None = None
+        self.has_job: Callable[[], bool] = lambda: False  # the window says whether a job is shown
+        self.diff_dock: QDockWidget | None = None  # a drop on it compares instead of opening
+        self._token = 0
+        self._open_started = 0.0
+        self._task_serial = 0
         self.timings: dict[str, float] = {}
         self._tasks: dict[int, BackgroundTask] = {}  # by serial number; task.token is the job's
         self._drop_dirs: list[tempfile.TemporaryDirectory[str]] = []
         self._awaiting_summary: tuple[int, LoadedJob] | None = None
-        self._summary_timer = QTimer()
+        self._closed = False  # after stop_loads (the window closes) nothing starts again
+        self._summary_timer = QTimer(self)
         self._summary_timer.setSingleShot(True)
         self._summary_timer.timeout.connect(self.start_summaries)
+        status.cancel_button.clicked.connect(self.cancel_load)
 
     # ------------------------------------------------------------------ asking
     def ask_open_folder(self) -> None:
         start = (settings.recent_paths() or [str(Path.home())])[0]
-        path = QFileDialog.getExistingDirectory(self, "Open trace folder", start)  # type: ignore[arg-type]
+        path = QFileDialog.getExistingDirectory(self.window, "Open trace folder", start)
         if path:
             self.open_path(path)
 
     def ask_open_file(self) -> None:
         path, _ = QFileDialog.getOpenFileName(
-            self,  # type: ignore[arg-type]
+            self.window,
             "Open trace file",
             str(Path.home()),
             "Kineto traces (*.json *.json.gz);;All files (*)",
@@ -148,11 +148,11 @@ class JobOpening:
         self.summaries.start_load()
         self.summaries.setCurrentWidget(self.summaries.files_tab)  # per-file status while loading
         self.banner.hide()
-        self.status_label.setText(message)
-        self.progress.setValue(0)
-        self.progress.show()
-        self.cancel_button.show()
-        self.cancel_button.setEnabled(True)
+        self.status.status_label.setText(message)
+        self.status.progress.setValue(0)
+        self.status.progress.show()
+        self.status.cancel_button.show()
+        self.status.cancel_button.setEnabled(True)
         return token
 
     def _start_task(self, fn: Callable[..., object], token: int, on_success: Callable[..., None]) -> None:
@@ -168,8 +168,7 @@ class JobOpening:
         task.start()
 
     def start_summaries(self) -> None:
-        """Start summarising the job whose lanes are shown (once; at its first paint or after
-        :attr:`SUMMARY_START_MS`)."""
+        """Summarise the job whose lanes are shown (once: at its first paint or SUMMARY_START_MS)."""
         self._summary_timer.stop()
         pending, self._awaiting_summary = self._awaiting_summary, None
         if pending is None or pending[0] != self._token:
@@ -186,13 +185,18 @@ class JobOpening:
         if self._awaiting_summary is not None:  # lanes shown, summaries not started: never start them
             self._awaiting_summary = None
             self._summary_timer.stop()
-            self.status_label.setText("Loading cancelled (summaries not computed).")
+            self.status.status_label.setText("Loading cancelled (summaries not computed).")
             self._loading_done(self._token)
             self.load_cancelled.emit()
         for task in tasks:
             task.cancel()
-            self.cancel_button.setEnabled(False)
-            self.status_label.setText("Cancelling…")
+            self.status.cancel_button.setEnabled(False)
+            self.status.status_label.setText("Cancelling…")
+
+    @property
+    def token(self) -> int:
+        """The newest load's token: news carrying any other is stale."""
+        return self._token
 
     @property
     def is_loading(self) -> bool:
@@ -207,10 +211,12 @@ class JobOpening:
         """Say in the banner and the status bar that something could not be opened."""
         self.last_error = message
         self.banner.show_message(error_html(message), error=True)
-        self.status_label.setText("Loading failed.")
+        self.status.status_label.setText("Loading failed.")
 
     def stop_loads(self, timeout_ms: int) -> None:
-        """Cancel and wait for every load, and for the timelines' row-table workers."""
+        """Cancel and wait for every load and the timelines' row-table workers (the window closes).
+        Nothing starts after it (a result still queued would start summaries, then a replay)."""
+        self._closed = True
         self._awaiting_summary = None
         self._summary_timer.stop()
         for task in list(self._tasks.values()):
@@ -218,7 +224,7 @@ class JobOpening:
         for serial, task in list(self._tasks.items()):
             task.wait(timeout_ms)
             self._tasks.pop(serial, None)
-        for view in self.findChildren(TimelineView):  # type: ignore[attr-defined]
+        for view in self.window.findChildren(TimelineView):
             view.shutdown(timeout_ms)
 
     def remove_drop_folders(self) -> None:
@@ -232,28 +238,27 @@ class JobOpening:
         if token != self._token:
             return
         fraction = min(max(fraction, 0.0), 1.0)
-        self.progress.setValue(int(1000 * fraction))
+        self.status.progress.setValue(int(1000 * fraction))
         text = f"{message}{load_eta(fraction, self.seconds_since_open())}"
-        self.status_label.setText(text)
+        self.status.status_label.setText(text)
         self.timings.setdefault("first_progress_s", self.seconds_since_open())
-        wb = getattr(self, "workbench", None)
-        if wb is not None and self._awaiting_summary is None:  # still reading: say what the panes wait for
+        if self._awaiting_summary is None:  # still reading: say what the panes wait for
             short = " · ".join(p for p in text.split(" · ") if not p.lower().endswith(TRACE_SUFFIXES))
-            wb.show_waiting(f"Waiting for the job: {short}")  # the file name is for the status bar
+            self.waiting.emit(f"Waiting for the job: {short}")  # the file name is for the status bar
 
     def _on_file_status(self, token: int, file: str, state: str, detail: str) -> None:
         if token == self._token:
             self.summaries.set_file_status(file, state, detail)
 
     def _on_loaded(self, token: int, loaded: LoadedJob) -> None:
-        if token != self._token:
+        if token != self._token or self._closed:
             return  # a newer load was started: this result is stale
         self.timings["load_s"] = self.seconds_since_open()
-        self.show_lanes(loaded)
+        self.lanes_loaded.emit(loaded)
         if loaded.path and self.loading_path != "demo":
             settings.remember_path(loaded.path)
-            self.refresh_recent()
-        self.status_label.setText("Summarising…")
+            self.recent_changed.emit()
+        self.status.status_label.setText("Summarising…")
         self._awaiting_summary = (token, loaded)
         self._summary_timer.start(self.SUMMARY_START_MS)
 
@@ -263,11 +268,11 @@ class JobOpening:
             QTimer.singleShot(0, self.start_summaries)  # after this paint has returned
 
     def _on_summarised(self, loaded: LoadedJob, token: int, summaries: JobSummaries) -> None:
-        if token != self._token:
+        if token != self._token or self._closed:
             return  # stale
         loaded.apply(summaries)
         self.timings["summaries_s"] = self.seconds_since_open()
-        self.show_summaries(loaded)
+        self.summarised.emit(loaded)
         self.job_loaded.emit(loaded)
 
     def _on_failed(self, token: int, message: str) -> None:
@@ -280,7 +285,7 @@ class JobOpening:
     def _on_cancelled(self, token: int) -> None:
         if token != self._token:
             return
-        self.status_label.setText("Loading cancelled.")
+        self.status.status_label.setText("Loading cancelled.")
         self.load_cancelled.emit()
 
     def _on_task_finished(self, serial: int, token: int) -> None:
@@ -293,17 +298,17 @@ class JobOpening:
 
     def _loading_done(self, token: int) -> None:
         if token == self._token:
-            self.progress.hide()
-            self.cancel_button.hide()
+            self.status.progress.hide()
+            self.status.cancel_button.hide()
 
     # ------------------------------------------------------------------ drag and drop
-    def dragEnterEvent(self, ev: QDragEnterEvent) -> None:
+    def drag_enter(self, ev: QDragEnterEvent) -> None:
         if ev.mimeData().hasUrls() and all(u.isLocalFile() for u in ev.mimeData().urls()):
             ev.acceptProposedAction()
-            if getattr(self, "loaded", None) is not None:
-                self.statusBar().showMessage(DROP_HINT, 4000)  # type: ignore[attr-defined]
+            if self.has_job():
+                self.window.statusBar().showMessage(DROP_HINT, 4000)
 
-    def dropEvent(self, ev: QDropEvent) -> None:
+    def drop(self, ev: QDropEvent) -> None:
         paths = [Path(u.toLocalFile()) for u in ev.mimeData().urls() if u.isLocalFile()]
         target = self.path_for_drop(paths)
         if target is None:
@@ -311,22 +316,20 @@ class JobOpening:
         ev.acceptProposedAction()
         shift = bool(ev.modifiers() & Qt.KeyboardModifier.ShiftModifier)
         if self.drop_compares(shift, ev.position().toPoint()):
-            self.compare_path(target)
+            self.compare_requested.emit(target)
         else:
             self.open_path(target)
 
     def drop_compares(self, shift: bool, pos: QPoint) -> bool:
         """A drop compares the dropped job with the open one (File ▸ Compare with Measured Job)
         when Shift is held or it lands on the Diff pane; otherwise it opens the job."""
-        if getattr(self, "loaded", None) is None:
+        if not self.has_job():
             return False
-        dock = self.workbench.measured_compare.dock
-        on_diff = dock.isVisible() and dock.rect().contains(dock.mapFrom(self, pos))  # type: ignore[arg-type]
+        dock = self.diff_dock
+        on_diff = (
+            dock is not None and dock.isVisible() and dock.rect().contains(dock.mapFrom(self.window, pos))
+        )
         return shift or on_diff
-
-    def compare_path(self, path: str | Path) -> bool:
-        """Compare ``path`` with the open job in the Diff pane (False when no job is open)."""
-        return self.workbench.measured_compare.compare_with(path)
 
     def path_for_drop(self, paths: list[Path]) -> Path | None:
         """A folder, a single file, or several files (gathered as links in a temporary folder)."""

@@ -5,6 +5,15 @@ raises :class:`~lumos_core.errors.Cancelled` once :meth:`BackgroundTask.cancel` 
 never sees Qt; this module is the only adapter. Signals are emitted from the worker thread and
 delivered queued to receivers in the GUI thread. Whoever starts a task decides whether a result is
 still wanted (the main window compares a job token), so a stale load can never replace a newer one.
+
+Lifetimes. The part that starts a task owns it: it cancels and waits for it when it closes. Beyond
+that, a started task stays in a module-level set until its thread has been joined, so whether a
+running thread's objects stay alive never depends on its owner, nor on when (or on which thread)
+Python's cyclic garbage collector runs: ``QThread::~QThread`` on a running thread is a ``qFatal``
+that aborts the process. The worker drops its reference to the task when its function returns, so
+a finished task is freed by reference counting, on the thread that drops it, instead of waiting in
+a task <-> worker cycle for the collector. :func:`running_tasks` lists what still runs (the app
+tests check that nothing does once their windows are closed).
 """
 
 from __future__ import annotations
@@ -23,6 +32,18 @@ TaskFn = Callable[[Callable[[float, str], None], Callable[[str, str, str], None]
 
 _PROGRESS_INTERVAL_S = 0.05  # at most 20 progress updates a second reach the GUI
 
+# Started tasks whose thread has not been joined yet (see the module docstring): this strong
+# reference is what keeps a running thread's objects alive, whatever happens to their owner.
+_STARTED: set[BackgroundTask] = set()
+
+
+def running_tasks() -> list[BackgroundTask]:
+    """Tasks whose thread still runs (started, not yet finished), oldest first."""
+    return sorted((t for t in _STARTED if t.is_running()), key=lambda t: t.serial)
+
+
+_serial = 0
+
 
 class BackgroundTask(QObject):
     """One run of ``fn`` on its own QThread. Always call :meth:`wait` before dropping it."""
@@ -37,7 +58,11 @@ class BackgroundTask(QObject):
 
     def __init__(self, fn: TaskFn, token: int = 0, parent: QObject | None = None) -> None:
         super().__init__(parent)
+        global _serial
+        _serial += 1
+        self.serial = _serial  # creation order, for running_tasks()
         self.token = token
+        self.what = getattr(fn, "__qualname__", type(fn).__name__)  # named in leak reports
         self._fn = fn
         self._cancel = threading.Event()
         self._last_report = 0.0
@@ -47,8 +72,11 @@ class BackgroundTask(QObject):
         self._worker = _Worker(self)
         self._worker.moveToThread(self._thread)
         self._thread.started.connect(self._worker.run)
+        # delivered on the GUI thread (this object's) once the thread is about to end
+        self._thread.finished.connect(self._on_thread_finished)
 
     def start(self) -> None:
+        _STARTED.add(self)
         self._thread.start()
 
     def cancel(self) -> None:
@@ -65,7 +93,25 @@ class BackgroundTask(QObject):
     def wait(self, timeout_ms: int = 60_000) -> bool:
         """Block until the thread has finished (True) or the timeout passed (False)."""
         self._thread.quit()
-        return bool(self._thread.wait(timeout_ms))
+        done = bool(self._thread.wait(timeout_ms))
+        if done:
+            _STARTED.discard(self)
+        return done
+
+    @Slot()
+    def _on_thread_finished(self) -> None:
+        # the owner may never call wait() (e.g. it was closed without stopping its work): the
+        # thread is joined here, on the GUI thread, before the last strong reference goes
+        if self._thread.wait(10_000):
+            _STARTED.discard(self)
+
+    def __repr__(self) -> str:
+        try:
+            state = "running" if self.is_running() else "finished"
+            name = self._thread.objectName()
+        except RuntimeError:  # the C++ thread is gone
+            state, name = "deleted", f"lumos-task-{self.token}"
+        return f"<BackgroundTask {name} ({self.what}), {state}>"
 
     # ---- called on the worker thread
     def _report(self, fraction: float, message: str) -> None:
@@ -112,4 +158,5 @@ class _Worker(QObject):
                 task.succeeded.emit(task.token, result)
         finally:
             task.finished.emit(task.token)
+            self._task = None  # no task <-> worker cycle once the work is done
             QThread.currentThread().quit()

@@ -123,6 +123,7 @@ def run_app(args: list[str]) -> int:
     from PySide6.QtCore import QTimer
     from PySide6.QtWidgets import QApplication
 
+    from app.gui_gc import GuiThreadCollector
     from app.main_window import MainWindow
     from app.resources import app_icon
     from app.theme_follow import SystemThemeFollower, saved_preference, startup_theme
@@ -133,6 +134,9 @@ def run_app(args: list[str]) -> int:
     app.setDesktopFileName("lumos")  # Wayland matches the window to lumos.desktop (and its icon)
     app.setWindowIcon(app_icon())
     pg.setConfigOptions(antialias=False)
+    # cyclic garbage (Qt objects among it) collected on this thread only, never on a worker's
+    collector = GuiThreadCollector(parent=app)
+    collector.start()
 
     preference = ns.theme or saved_preference()
     window = MainWindow(restore_layout=not ns.screenshot, theme=startup_theme(preference).name)
@@ -218,4 +222,5 @@ def run_app(args: list[str]) -> int:
         QTimer.singleShot(100, save_and_quit)
     code = app.exec()
     window.shutdown()
+    collector.stop()
     return int(outcome["code"] if ns.screenshot else code)

@@ -1,23 +1,24 @@
 """The main window: opens jobs (folder, file, drop, recent, demo), shows the timeline, the details
 and the summaries, and reports what went wrong with which file.
 
-The window is assembled from parts: :class:`~app.job_opening.JobOpening` (loading on a background
-task, each load with a new token so a stale one is never shown; drag and drop),
-:class:`~app.window_menus.WindowMenus` (status bar, toolbar, menus) and the widgets of
-:mod:`app.window_chrome`. This module lays out the central area and the docks, shows a loaded job
-and keeps the window's settings. The what-if workbench gives its docks, tabs and menu entries; the
-window places them. Closing the window cancels and waits for every task.
+The window owns its parts and wires their signals: :class:`~app.job_opening.JobOpening` (loading on
+a background task, each load with a new token so a stale one is never shown; drag and drop),
+:class:`~app.window_menus.WindowStatus` (the status bar's widgets),
+:class:`~app.window_menus.WindowMenus` (toolbar, menus) and the widgets of :mod:`app.window_chrome`.
+What other code reads of a part is one :class:`~app.timeline.state.Forward` line here. This module
+lays out the central area and the docks, shows a loaded job and keeps the window's settings. The
+what-if workbench gives its docks, tabs and menu entries; the window places them (it opens jobs
+through the job-opening part). Closing the window cancels and waits for every task.
 """
 
 from __future__ import annotations
 
 import html
-from functools import partial
 from pathlib import Path
 
 import numpy as np
 from PySide6.QtCore import QByteArray, Qt, QTimer, Signal
-from PySide6.QtGui import QAction, QCloseEvent, QShowEvent
+from PySide6.QtGui import QCloseEvent, QDragEnterEvent, QDropEvent, QShowEvent
 from PySide6.QtWidgets import (
     QApplication,
     QDockWidget,
@@ -30,18 +31,18 @@ from PySide6.QtWidgets import (
 )
 
 from app import settings
-from app.cache_dialog import warnings_label
 from app.job_opening import JobOpening
-from app.loaded_job import LoadedJob
+from app.view_model.loaded_job import LoadedJob
 from app.panels.details_panel import DetailsPanel, describe_event
 from app.panels.export import export_png, export_svg
 from app.panels.summary_panes import SummaryPanes
 from app.theme import LIGHT, THEMES, Theme, apply_palette
 from app.timeline.span_item import format_duration_ms
+from app.timeline.state import Forward
 from app.timeline.timeline_view import Hit, TimelineView
 from app.whatif.workbench import WhatIfWorkbench
 from app.window_chrome import Banner, LegendBar, WelcomePage
-from app.window_menus import WindowMenus
+from app.window_menus import WindowMenus, WindowStatus
 
 
 def status_text(loaded: LoadedJob, load_s: float) -> str:
@@ -52,13 +53,58 @@ def status_text(loaded: LoadedJob, load_s: float) -> str:
     )
 
 
-class MainWindow(JobOpening, WindowMenus, QMainWindow):
+def skipped_files_message(loaded: LoadedJob) -> str:
+    """The banner's rich text about files that could not be loaded ("" when all were). A JSON
+    file that is no trace at all (a run's config.json) is listed in Files, not a failure."""
+    job = loaded.job
+    failed = [s for s in job.skipped if not s.not_a_trace]
+    if not failed:
+        return ""
+    files = "; ".join(f"<b>{html.escape(Path(s.file).name)}</b>: {html.escape(s.reason)}" for s in failed[:3])
+    more = f" (and {len(failed) - 3} more)" if len(failed) > 3 else ""
+    return f"{len(failed)} file(s) could not be loaded{more} — {files}. The other {len(job.ranks)} rank(s) are shown."
+
+
+def size_docks(window: QMainWindow, left: list[QDockWidget], right: list[QDockWidget]) -> None:
+    """Share the window between the docks, each list top to bottom: left about 22% wide (its top
+    dock 68% high), right 27% wide (its top dock 60% high)."""
+    window.resizeDocks(
+        [left[0], right[0]],
+        [max(340, int(window.width() * 0.22)), max(420, int(window.width() * 0.27))],
+        Qt.Orientation.Horizontal,
+    )
+    h = max(window.height() - 120, 400)
+    window.resizeDocks(left, [int(h * 0.68), int(h * 0.32)], Qt.Orientation.Vertical)
+    window.resizeDocks(right, [int(h * 0.6), int(h * 0.4)], Qt.Orientation.Vertical)
+
+
+class MainWindow(QMainWindow):
     """See the module docstring."""
 
     job_loaded = Signal(object)  # LoadedJob
     load_failed = Signal(str)
     load_cancelled = Signal()
     first_painted = Signal(float)  # seconds from the open request to the first timeline paint
+
+    # what tests and the launcher read of the parts
+    open_path = Forward("opening")
+    open_demo = Forward("opening")
+    is_loading = Forward("opening")
+    last_error = Forward("opening")
+    timings = Forward("opening")
+    path_for_drop = Forward("opening")
+    status_label = Forward("status")
+    progress = Forward("status")
+    cancel_button = Forward("status")
+    warnings_button = Forward("status")
+    search_box = Forward("menus")
+    match_label = Forward("menus")
+    run_search = Forward("menus")
+    step_search = Forward("menus")
+    iteration_combo = Forward("menus")
+    recent_menu = Forward("menus")
+    dark_action = Forward("menus")
+    stalls_action = Forward("menus")
 
     def __init__(self, restore_layout: bool = True, theme: str | None = None) -> None:
         super().__init__()
@@ -70,7 +116,6 @@ class MainWindow(JobOpening, WindowMenus, QMainWindow):
         self.theme = THEMES.get(name, LIGHT)
         self.loaded: LoadedJob | None = None
         self._restored = False
-        self.init_job_opening()
 
         self.timeline = TimelineView(self.theme)
         self.details = DetailsPanel(self.theme)
@@ -79,9 +124,6 @@ class MainWindow(JobOpening, WindowMenus, QMainWindow):
         self.banner = Banner()
         self.banner.details_button.clicked.connect(self.show_files_tab)
         self.welcome = WelcomePage()
-        self.welcome.open_folder_requested.connect(self.ask_open_folder)
-        self.welcome.demo_requested.connect(self.open_demo)
-        self.welcome.recent_chosen.connect(self.open_path)
 
         timeline_page = QWidget()
         tl = QVBoxLayout(timeline_page)
@@ -116,24 +158,47 @@ class MainWindow(JobOpening, WindowMenus, QMainWindow):
         self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.details_dock)
         self.splitDockWidget(self.summary_dock, self.details_dock, Qt.Orientation.Vertical)
         self._docks_sized = False
-        self.build_status_bar()
-        self.workbench = WhatIfWorkbench(self, self.timeline, self.theme, self)
+        self.status = WindowStatus(self.statusBar())
+        self.status.warnings_button.clicked.connect(self.show_files_tab)
+        self.opening = JobOpening(self, self.summaries, self.banner, self.status)
+        self.workbench = WhatIfWorkbench(self.opening, self.timeline, self.theme, self)
         self._place_workbench(tl)
+        docks = [self.details_dock, self.summary_dock]
+        self.menus = WindowMenus(self, self.timeline, self.workbench, self.status, docks, self.theme)
+        self._connect_parts()
+        self.apply_theme(self.theme)
+        self.refresh_recent()
+        if restore_layout:
+            self._restore_layout()
 
-        self.build_toolbar()
-        self.build_menus()
+    def _connect_parts(self) -> None:
+        op, menus = self.opening, self.menus
+        op.has_job = menus.has_job = lambda: self.loaded is not None
+        op.diff_dock = self.workbench.measured_compare.dock
+        op.lanes_loaded.connect(self.show_lanes)
+        op.summarised.connect(self.show_summaries)
+        op.recent_changed.connect(self.refresh_recent)
+        op.waiting.connect(self.workbench.show_waiting)
+        op.compare_requested.connect(self.workbench.measured_compare.compare_with)
+        op.job_loaded.connect(self.job_loaded)
+        op.load_failed.connect(self.load_failed)
+        op.load_cancelled.connect(self.load_cancelled)
+        for source in (self.welcome, menus):
+            source.open_folder_requested.connect(op.ask_open_folder)
+            source.demo_requested.connect(op.open_demo)
+            source.recent_chosen.connect(op.open_path)
+        menus.open_file_requested.connect(op.ask_open_file)
+        menus.export_view_requested.connect(self.ask_export_view)
+        menus.export_csv_requested.connect(self.ask_export_csv)
+        menus.theme_chosen.connect(self.apply_theme)
         self.timeline.selection_changed.connect(self._on_selection)
         # the details of the selected task include the shown scenario's prediction: redo them
         self.workbench.scenario_shown.connect(lambda _s: self._on_selection(self.timeline.selected))
         self.summaries.idle.event_requested.connect(self._select_event)
         self.summaries.stragglers.rank_requested.connect(self.timeline.jump_to_rank)
-        self.timeline.hovered.connect(self._on_hover)
+        self.timeline.hovered.connect(self.status.show_hover)
         self.timeline.measured.connect(self._on_measured)
         self.timeline.first_paint.connect(self._on_first_paint)
-        self.apply_theme(self.theme)
-        self.refresh_recent()
-        if restore_layout:
-            self._restore_layout()
 
     def _place_workbench(self, timeline_column: QVBoxLayout) -> None:
         """The what-if docks on the left, its Prediction tab in the summary dock, its Compare and
@@ -162,7 +227,7 @@ class MainWindow(JobOpening, WindowMenus, QMainWindow):
 
     # ------------------------------------------------------------------ showing a job
     def set_loaded(self, loaded: LoadedJob) -> None:
-        """Show a job whose lanes and summaries are both prepared (:func:`~app.loaded_job.prepare_job`)."""
+        """Show a job whose lanes and summaries are both prepared (:func:`~app.view_model.loaded_job.prepare_job`)."""
         self.show_lanes(loaded)
         self.show_summaries(loaded)
 
@@ -185,34 +250,15 @@ class MainWindow(JobOpening, WindowMenus, QMainWindow):
         # every family drawn somewhere in this job, GPU families first (the enum's order)
         present = sorted({int(f) for fam in loaded.families for f in np.unique(fam)})
         self.legend.set_families(present)
-        self.iteration_combo.clear()
-        self.iteration_combo.addItem("Zoom to iteration…")
-        for name in self.timeline.iteration_names:
-            self.iteration_combo.addItem(name)
+        self.menus.show_job(self.timeline.iteration_names)
         self.setWindowTitle(f"Lumos — {loaded.title}")
-        job = loaded.job
         self.status_label.setText(status_text(loaded, self.timings.get("load_s", loaded.load_s)))
         self.summaries.setCurrentIndex(0)
-        # a JSON file that is no trace at all (a run's config.json) is listed in Files, not a failure
-        failed = [s for s in job.skipped if not s.not_a_trace]
+        failed = skipped_files_message(loaded)
         if failed:
             self.summaries.setCurrentWidget(self.summaries.files_tab)
-            files = "; ".join(
-                f"<b>{html.escape(Path(s.file).name)}</b>: {html.escape(s.reason)}" for s in failed[:3]
-            )
-            more = f" (and {len(failed) - 3} more)" if len(failed) > 3 else ""
-            self.banner.show_message(
-                f"{len(failed)} file(s) could not be loaded{more} — {files}. "
-                f"The other {len(job.ranks)} rank(s) are shown.",
-                error=True,
-            )
-        # routine loader warnings go to a status-bar button, not a banner over the timeline
-        warnings = [w for w in job.warnings if not w.startswith("skipped ")]
-        self.warnings_button.setText(warnings_label(warnings))  # names a skipped cache, if any
-        self.warnings_button.setToolTip("\n".join(warnings[:10]))
-        self.warnings_button.setVisible(bool(warnings))
-        self.search_box.clear()
-        self.match_label.setText("")
+            self.banner.show_message(failed, error=True)
+        self.status.show_warnings([w for w in loaded.job.warnings if not w.startswith("skipped ")])
 
     def show_summaries(self, loaded: LoadedJob) -> None:
         """The summary panes, the timeline's idle marks and the what-if workbench of the job whose
@@ -224,7 +270,7 @@ class MainWindow(JobOpening, WindowMenus, QMainWindow):
         self.status_label.setText(status_text(loaded, self.timings.get("load_s", loaded.load_s)))
         if any(not s.not_a_trace for s in loaded.job.skipped):
             self.summaries.setCurrentWidget(self.summaries.files_tab)
-        self.workbench.set_job(loaded, demo=self.loading_path == "demo")
+        self.workbench.set_job(loaded, demo=self.opening.loading_path == "demo")
 
     def show_files_tab(self) -> None:
         self.summary_dock.show()
@@ -244,19 +290,13 @@ class MainWindow(JobOpening, WindowMenus, QMainWindow):
         """Select (and scroll to) a task a summary table points at, e.g. an unexplained delay's."""
         self.timeline.select(Hit(rank_index, event), reveal=True)
 
-    def _on_hover(self, text: str) -> None:
-        metrics = self.hover_label.fontMetrics()
-        self.hover_label.setText(
-            metrics.elidedText(text, Qt.TextElideMode.ElideRight, max(self.hover_label.width(), 100))
-        )
-
     def _on_measured(self, a: float, b: float) -> None:
         self.status_label.setText(f"Measured {format_duration_ms(b - a)} ({a:.6f} → {b:.6f} ms)")
 
     def _on_first_paint(self, _paint_s: float) -> None:
-        self.timings["first_paint_s"] = self.seconds_since_open()
+        self.timings["first_paint_s"] = self.opening.seconds_since_open()
         self.first_painted.emit(self.timings["first_paint_s"])
-        self.lanes_painted()
+        self.opening.lanes_painted()
 
     def apply_theme(self, theme: Theme) -> None:
         """Re-theme every pane (the one place that does)."""
@@ -296,33 +336,12 @@ class MainWindow(JobOpening, WindowMenus, QMainWindow):
         if not self._docks_sized and not self._restored:
             self._docks_sized = True
             # dock sizes only stick once the window is laid out at its real size
-            QTimer.singleShot(0, self._size_docks)
-
-    def _size_docks(self) -> None:
-        self.resizeDocks(
-            [self.workbench.config_dock, self.summary_dock],
-            [max(340, int(self.width() * 0.22)), max(420, int(self.width() * 0.27))],
-            Qt.Orientation.Horizontal,
-        )
-        h_left = max(self.height() - 120, 400)
-        self.resizeDocks(
-            [self.workbench.config_dock, self.workbench.scenario_dock],
-            [int(h_left * 0.68), int(h_left * 0.32)],
-            Qt.Orientation.Vertical,
-        )
-        h = max(self.height() - 120, 400)
-        self.resizeDocks(
-            [self.summary_dock, self.details_dock], [int(h * 0.6), int(h * 0.4)], Qt.Orientation.Vertical
-        )
+            left = [self.workbench.config_dock, self.workbench.scenario_dock]
+            QTimer.singleShot(0, lambda: size_docks(self, left, [self.summary_dock, self.details_dock]))
 
     def refresh_recent(self) -> None:
         paths = settings.recent_paths()
-        self.recent_menu.clear()
-        for p in paths:
-            action = QAction(p, self)
-            action.triggered.connect(partial(self.open_path, p))
-            self.recent_menu.addAction(action)
-        self.recent_menu.setEnabled(bool(paths))
+        self.menus.set_recent(paths)
         self.welcome.set_recent(paths)
 
     def _restore_layout(self) -> None:
@@ -343,9 +362,15 @@ class MainWindow(JobOpening, WindowMenus, QMainWindow):
     def shutdown(self, timeout_ms: int = 60_000) -> None:
         """Cancel and wait for every background task (call before the window goes away)."""
         self.workbench.shutdown()
-        self.stop_loads(timeout_ms)
+        self.opening.stop_loads(timeout_ms)
         QApplication.processEvents()
-        self.remove_drop_folders()
+        self.opening.remove_drop_folders()
+
+    def dragEnterEvent(self, ev: QDragEnterEvent) -> None:
+        self.opening.drag_enter(ev)
+
+    def dropEvent(self, ev: QDropEvent) -> None:
+        self.opening.drop(ev)
 
     def closeEvent(self, ev: QCloseEvent) -> None:
         self.save_layout()

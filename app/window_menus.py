@@ -1,22 +1,25 @@
 """The main window's controls: status bar, toolbar (search, iterations, zoom) and menus, and what
 their simple entries do (search steps, CPU threads, theme).
 
-:class:`WindowMenus` is one part of :class:`~app.main_window.MainWindow`; the what-if workbench
-adds its own entries through its ``install_*`` methods.
+:class:`WindowStatus` (the status bar's widgets) and :class:`WindowMenus` (toolbar and menus) are
+parts the main window owns. The menus act on the timeline and the window directly and ask for the
+rest (opening, exporting, a theme) through signals; the what-if workbench adds its own entries
+through its ``install_*`` methods.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from functools import partial
 
-from PySide6.QtCore import QTimer
+from PySide6.QtCore import QObject, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import (
     QComboBox,
     QDockWidget,
     QLabel,
     QLineEdit,
+    QMainWindow,
     QMenu,
     QProgressBar,
     QPushButton,
@@ -26,7 +29,7 @@ from PySide6.QtWidgets import (
 )
 
 from app import settings
-from app.cache_dialog import ask_cache_max
+from app.cache_dialog import ask_cache_max, warnings_label
 from app.elided_label import ElidedLabel
 from app.theme import DARK, LIGHT, Theme
 from app.timeline.timeline_view import TimelineView
@@ -34,33 +37,11 @@ from app.whatif.workbench import WhatIfWorkbench
 from app.window_chrome import KEYS_HELP
 
 
-class WindowMenus:
-    """Status bar, toolbar and menus of the main window (see the module docstring)."""
+class WindowStatus:
+    """The status bar's widgets: the line about the job, the hovered task, a load's progress and
+    its Cancel button, and the loader's warnings (a button showing the Files tab)."""
 
-    theme: Theme
-    timeline: TimelineView
-    workbench: WhatIfWorkbench
-    summary_dock: QDockWidget
-    details_dock: QDockWidget
-
-    if TYPE_CHECKING:  # provided by the main window and its job-opening part
-
-        def statusBar(self) -> QStatusBar: ...
-        def addToolBar(self, toolbar: QToolBar) -> None: ...
-        def menuBar(self): ...  # type: ignore[no-untyped-def]
-        def close(self) -> bool: ...
-        def apply_theme(self, theme: Theme) -> None: ...
-        def ask_open_folder(self) -> None: ...
-        def ask_open_file(self) -> None: ...
-        def open_demo(self) -> int: ...
-        def cancel_load(self) -> None: ...
-        def show_files_tab(self) -> None: ...
-        def ask_export_view(self, fmt: str) -> None: ...
-        def ask_export_csv(self) -> None: ...
-
-    # ------------------------------------------------------------------ construction
-    def build_status_bar(self) -> None:
-        bar = self.statusBar()
+    def __init__(self, bar: QStatusBar) -> None:
         self.status_label = ElidedLabel("Open a trace folder to begin.")
         self.hover_label = QLabel()
         self.hover_label.setMinimumWidth(100)
@@ -69,10 +50,8 @@ class WindowMenus:
         self.progress.setFixedWidth(220)
         self.progress.setTextVisible(False)
         self.cancel_button = QPushButton("Cancel")
-        self.cancel_button.clicked.connect(self.cancel_load)
         self.warnings_button = QToolButton()
         self.warnings_button.setAutoRaise(True)
-        self.warnings_button.clicked.connect(self.show_files_tab)
         self.warnings_button.hide()
         bar.addWidget(self.status_label, 3)  # room for "parsing 12 of 256 files, 1.2 of 9.8 GB · ETA"
         bar.addWidget(self.warnings_button)
@@ -82,13 +61,55 @@ class WindowMenus:
         self.progress.hide()
         self.cancel_button.hide()
 
+    def show_hover(self, text: str) -> None:
+        metrics = self.hover_label.fontMetrics()
+        self.hover_label.setText(
+            metrics.elidedText(text, Qt.TextElideMode.ElideRight, max(self.hover_label.width(), 100))
+        )
+
+    def show_warnings(self, warnings: list[str]) -> None:
+        """Routine loader warnings: a status-bar button, not a banner over the timeline."""
+        self.warnings_button.setText(warnings_label(warnings))  # names a skipped cache, if any
+        self.warnings_button.setToolTip("\n".join(warnings[:10]))
+        self.warnings_button.setVisible(bool(warnings))
+
+
+class WindowMenus(QObject):
+    """Toolbar and menus of the main window (see the module docstring)."""
+
+    open_folder_requested = Signal()
+    open_file_requested = Signal()
+    demo_requested = Signal()
+    recent_chosen = Signal(str)
+    export_view_requested = Signal(str)  # "png" or "svg"
+    export_csv_requested = Signal()
+    theme_chosen = Signal(object)  # Theme
+
+    def __init__(
+        self,
+        window: QMainWindow,
+        timeline: TimelineView,
+        workbench: WhatIfWorkbench,
+        status: WindowStatus,
+        docks: list[QDockWidget],
+        theme: Theme,
+    ) -> None:
+        super().__init__(window)
+        self.window = window
+        self.timeline = timeline
+        self.workbench = workbench
+        self.status = status
+        self.has_job: Callable[[], bool] = lambda: False  # the window says whether a job is shown
+        self.build_toolbar()
+        self.build_menus(docks, theme)
+
     def build_toolbar(self) -> None:
         tb = QToolBar("Main")
         tb.setObjectName("MainToolbar")
         tb.setMovable(False)
-        self.addToolBar(tb)
-        open_action = QAction("Open Folder…", self)
-        open_action.triggered.connect(self.ask_open_folder)
+        self.window.addToolBar(tb)
+        open_action = QAction("Open Folder…", self.window)
+        open_action.triggered.connect(self.open_folder_requested)
         tb.addAction(open_action)
         tb.addSeparator()
         self.search_box = QLineEdit()
@@ -121,31 +142,31 @@ class WindowMenus:
         self.iteration_combo.setMinimumWidth(200)
         self.iteration_combo.activated.connect(self._on_iteration_chosen)
         tb.addWidget(self.iteration_combo)
-        reset = QAction("Reset Zoom", self)
+        reset = QAction("Reset Zoom", self.window)
         reset.setToolTip("Show the whole job (0)")
         reset.triggered.connect(self.timeline.reset_view)
         tb.addAction(reset)
-        zoom_sel = QAction("Zoom to Selection", self)
+        zoom_sel = QAction("Zoom to Selection", self.window)
         zoom_sel.setToolTip("Zoom to the selected task or measured span (F)")
         zoom_sel.triggered.connect(self.timeline.zoom_to_selection)
         tb.addAction(zoom_sel)
         self.workbench.install_toolbar(tb)
 
-    def build_menus(self) -> None:
-        mb = self.menuBar()
+    def build_menus(self, docks: list[QDockWidget], theme: Theme) -> None:
+        mb = self.window.menuBar()
         file_menu = mb.addMenu("&File")
-        self._add(file_menu, "&Open Folder…", self.ask_open_folder, QKeySequence.StandardKey.Open)
-        self._add(file_menu, "Open &File…", self.ask_open_file)
-        self._add(file_menu, "Open &Demo Job", self.open_demo)
+        self._add(file_menu, "&Open Folder…", self.open_folder_requested.emit, QKeySequence.StandardKey.Open)
+        self._add(file_menu, "Open &File…", self.open_file_requested.emit)
+        self._add(file_menu, "Open &Demo Job", self.demo_requested.emit)
         self.recent_menu = file_menu.addMenu("Open &Recent")
         self.workbench.install_file_menu(file_menu)
         file_menu.addSeparator()
-        self._add(file_menu, "Export View as &PNG…", lambda: self.ask_export_view("png"))
-        self._add(file_menu, "Export View as &SVG…", lambda: self.ask_export_view("svg"))
-        self._add(file_menu, "Export Summaries as &CSV…", self.ask_export_csv)
+        self._add(file_menu, "Export View as &PNG…", lambda: self.export_view_requested.emit("png"))
+        self._add(file_menu, "Export View as &SVG…", lambda: self.export_view_requested.emit("svg"))
+        self._add(file_menu, "Export Summaries as &CSV…", self.export_csv_requested.emit)
         file_menu.addSeparator()
-        self._add(file_menu, "Cache Size &Limit…", lambda: ask_cache_max(self))
-        self._add(file_menu, "&Quit", self.close, QKeySequence.StandardKey.Quit)
+        self._add(file_menu, "Cache Size &Limit…", lambda: ask_cache_max(self.window))
+        self._add(file_menu, "&Quit", self.window.close, QKeySequence.StandardKey.Quit)
 
         view = mb.addMenu("&View")
         self._add(view, "Reset Zoom\t0", self.timeline.reset_view)
@@ -167,21 +188,21 @@ class WindowMenus:
         view.addSeparator()
         self.dark_action = self._add(view, "Dark Theme", self._toggle_theme)
         self.dark_action.setCheckable(True)
-        self.dark_action.setChecked(self.theme.name == "dark")
+        self.dark_action.setChecked(theme.name == "dark")
         view.addSeparator()
-        view.addAction(self.details_dock.toggleViewAction())
-        view.addAction(self.summary_dock.toggleViewAction())
+        for dock in docks:
+            view.addAction(dock.toggleViewAction())
         self.workbench.install_menus(view, mb.addMenu("&What-if"))
 
         help_menu = mb.addMenu("&Help")
-        self._add(help_menu, "Navigation Keys", lambda: self.status_label.setText(KEYS_HELP))
+        self._add(help_menu, "Navigation Keys", lambda: self.status.status_label.setText(KEYS_HELP))
 
     def _toggle_stalls(self) -> None:
-        if self.workbench.runner.set_keep_stalls(self.stalls_action.isChecked()) and self.loaded is not None:
+        if self.workbench.runner.set_keep_stalls(self.stalls_action.isChecked()) and self.has_job():
             self.workbench.request_replay()
 
     def _add(self, menu: QMenu, text: str, slot: Callable[[], object], shortcut=None) -> QAction:  # type: ignore[no-untyped-def]
-        action = QAction(text, self)
+        action = QAction(text, self.window)
         if shortcut is not None:
             action.setShortcut(QKeySequence(shortcut))
         action.triggered.connect(lambda _checked=False: slot())
@@ -212,4 +233,21 @@ class WindowMenus:
     def _toggle_theme(self) -> None:
         theme = DARK if self.dark_action.isChecked() else LIGHT
         settings.settings().setValue("view/theme", theme.name)
-        self.apply_theme(theme)
+        self.theme_chosen.emit(theme)
+
+    def set_recent(self, paths: list[str]) -> None:
+        self.recent_menu.clear()
+        for p in paths:
+            action = QAction(p, self.window)
+            action.triggered.connect(partial(self.recent_chosen.emit, p))
+            self.recent_menu.addAction(action)
+        self.recent_menu.setEnabled(bool(paths))
+
+    def show_job(self, iteration_names: list[str]) -> None:
+        """A new job is shown: its iterations in the combo, no search of the previous one."""
+        self.iteration_combo.clear()
+        self.iteration_combo.addItem("Zoom to iteration…")
+        for name in iteration_names:
+            self.iteration_combo.addItem(name)
+        self.search_box.clear()
+        self.match_label.setText("")

@@ -45,25 +45,25 @@ class StageTimers:
 
     STEPS = [  # (module, function, stage)
         ("lumos_core.trace.cache", "load", "worker: cached columns mapped (cache.load)"),
-        ("app.loaded_job", "load_job", "worker: load_job in all"),
+        ("app.view_model.loaded_job", "load_job", "worker: load_job in all"),
         ("lumos_core.trace.loader", "match_collectives", "worker:   collective matching"),
         ("lumos_core.trace.loader", "estimate_offsets", "worker:   clock alignment (offsets)"),
-        ("app.loaded_job", "event_families", "worker: kernel families"),
-        ("app.loaded_job", "build_row_table", "worker: row tables (lanes)"),
-        ("app.loaded_job", "row_shape", "worker: lane shapes (rows per rank, no table)"),
-        ("app.timeline.row_tables", "build_row_table", "row tables built (any thread)"),
-        ("app.loaded_job", "iteration_windows", "worker: iteration windows (marks)"),
-        ("app.loaded_job", "find_stragglers", "worker: stragglers"),
-        ("app.loaded_job", "activity_index", "worker: overview index"),
-        ("app.loaded_job", "job_activity", "worker: overview index"),
-        ("app.loaded_job", "rank_memory", "worker: memory records"),
-        ("app.loaded_job", "infer_job_baseline", "worker: inferred configuration (groups)"),
-        ("app.loaded_job", "iteration_table", "worker: iteration breakdowns"),
-        ("app.loaded_job", "collectives_table", "worker: collectives table"),
-        ("app.loaded_job", "top_kernels", "worker: top kernels"),
-        ("app.loaded_job", "operator_table", "worker: operator table"),
+        ("app.view_model.loaded_job", "event_families", "worker: kernel families"),
+        ("app.view_model.loaded_job", "build_row_table", "worker: row tables (lanes)"),
+        ("app.view_model.loaded_job", "row_shape", "worker: lane shapes (rows per rank, no table)"),
+        ("app.view_model.row_tables", "build_row_table", "row tables built (any thread)"),
+        ("app.view_model.loaded_job", "iteration_windows", "worker: iteration windows (marks)"),
+        ("app.view_model.loaded_job", "find_stragglers", "worker: stragglers"),
+        ("app.view_model.loaded_job", "activity_index", "worker: overview index"),
+        ("app.view_model.loaded_job", "job_activity", "worker: overview index"),
+        ("app.view_model.loaded_job", "rank_memory", "worker: memory records"),
+        ("app.view_model.loaded_job", "infer_job_baseline", "worker: inferred configuration (groups)"),
+        ("app.view_model.loaded_job", "iteration_table", "worker: iteration breakdowns"),
+        ("app.view_model.loaded_job", "collectives_table", "worker: collectives table"),
+        ("app.view_model.loaded_job", "top_kernels", "worker: top kernels"),
+        ("app.view_model.loaded_job", "operator_table", "worker: operator table"),
         ("app.panels.memory_panes", "operator_table", "GUI: operator table"),
-        ("app.loaded_job", "job_idle", "worker: GPU idle attribution (graph)"),
+        ("app.view_model.loaded_job", "job_idle", "worker: GPU idle attribution (graph)"),
         ("app.job_opening", "summarise_job", "worker: summaries in all"),
     ]
 
@@ -282,7 +282,7 @@ def main() -> int:
     from PySide6.QtWidgets import QApplication
 
     from app.main_window import MainWindow
-    from app.timeline.overview_data import activity_classes
+    from app.view_model.overview_data import activity_classes
 
     stages = StageTimers()
     stages.install()

@@ -132,8 +132,8 @@ def tiled_job(base: Job, target_tasks: int, how: str) -> Job:
 
 def view_data(job: Job):  # type: ignore[no-untyped-def]
     """What the window draws, without the summaries (the benchmark is about drawing)."""
-    from app.loaded_job import LoadedJob
-    from app.timeline.row_tables import RowTables
+    from app.view_model.loaded_job import LoadedJob
+    from app.view_model.row_tables import RowTables
 
     families = [event_families(t) for t in job.ranks]
     tables = RowTables(job.ranks, families)

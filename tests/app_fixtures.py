@@ -12,6 +12,8 @@ import pytest
 from app_helpers import make_window
 from PySide6.QtCore import QSettings
 
+from app.gui_gc import GuiThreadCollector
+from app.jobs import running_tasks
 from app.main_window import MainWindow
 
 
@@ -29,3 +31,28 @@ def window(qtbot) -> Iterator[MainWindow]:  # type: ignore[no-untyped-def]
     yield w
     w.shutdown()
     assert not w.is_loading
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _collect_on_the_gui_thread(qapp) -> Iterator[None]:  # type: ignore[no-untyped-def]
+    """As in the app (app/launch.py): while an app test module runs, cyclic garbage (closed
+    windows, whose deleteLater no event loop processes here) is collected on the GUI thread only,
+    never by a worker thread that happens to allocate. Automatic collection is back afterwards."""
+    collector = GuiThreadCollector(interval_ms=200)
+    collector.start()
+    yield
+    collector.stop()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _no_task_outlives_the_module(_collect_on_the_gui_thread) -> Iterator[None]:  # type: ignore[no-untyped-def]
+    """Every window a module opened is shut down by now (its fixtures are torn down first): no
+    background task may still run. A thread left running is what the cyclic garbage collector
+    could later destroy mid-run (a qFatal abort); this names it while its test is still known."""
+    yield
+    from PySide6.QtWidgets import QApplication
+
+    if QApplication.instance() is not None:
+        QApplication.processEvents()
+    left = running_tasks()
+    assert not left, f"background tasks still running after the module's windows closed: {left}"

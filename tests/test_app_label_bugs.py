@@ -17,7 +17,7 @@ from PySide6.QtGui import QFont, QFontMetrics, QTextDocument
 from PySide6.QtWidgets import QApplication
 
 from app.panels.rank_elide import elide_keeping_rank
-from app.timeline.overlay_data import predicted_header
+from app.view_model.overlay_data import predicted_header
 from lumos_core.errors import LumosError
 from lumos_core.trace.loader import load_job
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from conftest import needs_shared, shared
 
-from app.timeline.lane_data import PYRAMID_MIN_EVENTS, RowTable, build_row_table, merge_spans, row_order
+from app.view_model.lane_data import PYRAMID_MIN_EVENTS, RowTable, build_row_table, merge_spans, row_order
 from lumos_core.trace.kernel_families import event_families
 from lumos_core.trace.loader import load_job
 from lumos_core.trace.model import Kind

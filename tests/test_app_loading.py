@@ -18,7 +18,7 @@ from app import settings
 from app.jobs import BackgroundTask
 from app.theme import FAMILY_HEX
 from app.timeline.hit import Hit
-from app.timeline.overlay_data import measured_marks
+from app.view_model.overlay_data import measured_marks
 from lumos_core.errors import Cancelled, TraceError
 from lumos_core.trace.kernel_families import Family
 

@@ -10,7 +10,7 @@ import pytest
 from app_helpers import color_pixels
 from conftest import REPO
 
-from app.loaded_job import prepare_job
+from app.view_model.loaded_job import prepare_job
 from app.panels.summary_panes import SummaryPanes
 from app.timeline.lane_layout import MEMORY_ROWS, RowKind
 from app.timeline.memory_lane import ALLOCATED, PEAK, step_points

@@ -13,8 +13,8 @@ from PySide6.QtWidgets import QApplication
 
 from app.theme import FAMILY_HEX
 from app.timeline.frame import outline_lines
-from app.timeline.lane_data import build_row_table
-from app.timeline.overlay_data import format_small_ms, task_deviation
+from app.view_model.lane_data import build_row_table
+from app.view_model.overlay_data import format_small_ms, task_deviation
 from app.timeline.prediction_layers import GHOST_COLOR
 from lumos_core.trace.kernel_families import Family
 

@@ -13,7 +13,7 @@ from PySide6.QtWidgets import QApplication
 from straggler_job import COMM_US, COMPUTE_US, write_straggler_job
 
 from app.timeline.overview import MAX_COLUMNS
-from app.timeline.overview_data import (
+from app.view_model.overview_data import (
     COMM_FAMILIES,
     COMMUNICATION,
     COMPUTE,
@@ -204,7 +204,7 @@ def test_grouping_by_role_shows_one_representative_per_group(win) -> None:  # ty
 
 
 def test_iterations_chart_aggregates_a_big_job_and_labels_the_straggler(qapp, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from app.loaded_job import prepare_job
+    from app.view_model.loaded_job import prepare_job
     from app.panels.summary_panes import MAX_RANK_BARS, IterationChart, chart_rows
     from app.theme import LIGHT
 

@@ -14,13 +14,13 @@ from app_helpers import close_window, open_in_window
 from PySide6.QtWidgets import QApplication
 from straggler_job import write_straggler_job
 
-import app.timeline.row_tables as row_tables
-from app.loaded_job import AUTO_GROUP_RANKS, FIRST_SHOWN_RANKS, first_shown
-from app.timeline.lane_data import build_row_table
-from app.timeline.overlay_data import TaskDeviations, task_deviation
-from app.timeline.overview_data import RankActivity
+import app.view_model.row_tables as row_tables
+from app.view_model.loaded_job import AUTO_GROUP_RANKS, FIRST_SHOWN_RANKS, first_shown
+from app.view_model.lane_data import build_row_table
+from app.view_model.overlay_data import TaskDeviations, task_deviation
+from app.view_model.overview_data import RankActivity
 from app.timeline.row_table_loader import RowTableLoader
-from app.timeline.row_tables import KEEP_DRAWN_S, RowTables, row_shape, tables_end_ms
+from app.view_model.row_tables import KEEP_DRAWN_S, RowTables, row_shape, tables_end_ms
 from lumos_core.trace.kernel_families import event_families
 from lumos_core.trace.loader import load_job
 
@@ -122,7 +122,7 @@ def test_the_table_cache_stays_within_its_budget_and_keeps_what_was_drawn(folder
 
 
 def test_only_the_first_picture_is_built_at_open(win, folder, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    import app.loaded_job as loading
+    import app.view_model.loaded_job as loading
 
     lj = win.loaded
     assert len(lj.job.ranks) == N_RANKS and win.timeline.grouping  # opened grouped

@@ -18,7 +18,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication
 
 from app.job_opening import load_eta
-from app.whatif.headline import GPU_BOUND_BUTTON
+from app.panels.cpu_paced_banner import GPU_BOUND_BUTTON
 from app.whatif.prediction_pane import PredictionPane, headline_html
 from app.whatif.scenarios import COLUMNS
 from lumos_core.replay import warm_up as warm_up_module
@@ -162,7 +162,7 @@ def test_opening_a_folder_shows_files_bytes_and_what_the_panes_wait_for(
     synthesize(CFG, folder)
     compiling = lambda: warm_up_module.COMPILING  # noqa: E731 - as on a machine's first run
     monkeypatch.setattr("app.whatif.runner.warm_up_message", compiling)
-    monkeypatch.setattr("app.loaded_job.warm_up_message", compiling)
+    monkeypatch.setattr("app.view_model.loaded_job.warm_up_message", compiling)
     w = make_window()
     qtbot.addWidget(w)
     statuses: list[str] = []

@@ -466,7 +466,7 @@ def test_a_second_layer_draws_into_the_same_rows(win, view) -> None:
     layer with its own style, without touching the layout or the picking of the measured layer."""
     import dataclasses
 
-    from app.timeline.lane_data import build_row_table
+    from app.view_model.lane_data import build_row_table
     from app.timeline.span_item import Layer, LayerStyle
 
     lj = win.loaded

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from conftest import REPO
 
-from app.loaded_job import prepare_loaded
+from app.view_model.loaded_job import prepare_loaded
 from app.theme import LIGHT
 from app.timeline.search import TimelineSearch
 from app.timeline.state import Forward, TimelineState

@@ -100,7 +100,7 @@ def test_without_the_graph_order_the_branch_runs_too_early(job) -> None:
 
 
 def test_details_panel_says_which_graph_launch(job) -> None:
-    from app.loaded_job import prepare_loaded
+    from app.view_model.loaded_job import prepare_loaded
     from app.panels.details_panel import describe_event
 
     loaded = prepare_loaded("synthetic", job, lambda f, m: None)

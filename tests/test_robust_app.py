@@ -161,7 +161,7 @@ def test_opening_folders_in_quick_succession_shows_only_the_last(qtbot, leaks, c
         last = w.open_path(tiny_jobs["dp2"])
         assert w.is_loading
         settle(w)
-        assert w._token == last
+        assert w.opening.token == last
         assert [lj.path for lj in loaded] == [str(tiny_jobs["dp2"])], "a stale load was shown"
         assert failed == [], "a stale failure was reported"
         assert w.loaded is loaded[0] and len(w.loaded.job.ranks) == 2

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 from PySide6.QtWidgets import QTextBrowser, QWidget
 
-from app.loaded_job import LoadedJob
+from app.view_model.loaded_job import LoadedJob
 from app.theme import LIGHT, Theme
 from app.timeline.span_item import format_duration_ms
 from lumos_core.trace.graph_launches import graph_launch_number

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from PySide6.QtCore import QModelIndex, Signal
 from PySide6.QtWidgets import QLabel, QWidget
 
-from app.loaded_job import LoadedJob
+from app.view_model.loaded_job import LoadedJob
 from app.panels.table_model import Column, ns_as_ms, ns_as_us
 from app.panels.table_pane import TablePane, note_above_tables
 from lumos_core.replay.idle import CAUSE_INFO, Delay, IdleRow

@@ -8,12 +8,13 @@ from typing import Any
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QGridLayout, QGroupBox, QLabel, QLineEdit
 
-from app.whatif.config_panel import GROUPS
 from lumos_core.sweep.grid import default_values
 from lumos_core.whatif.config import Baseline
+from lumos_core.whatif.knob_registry import grouped
 from lumos_core.whatif.knobs import INT_KNOBS
 
-KNOBS = [(knob, label) for _, knobs in GROUPS for knob, label, _ in knobs]
+# the What-if panel's knobs in its order, from the registry both are built from (not from the panel)
+KNOBS = [(k.name, k.label) for _, knobs in grouped() for k in knobs]
 
 
 class KnobGridForm(QGroupBox):

@@ -2,18 +2,20 @@
 other swept knobs held at the values picked in *slice*), a Pareto view of time against GPUs, the
 table, and the configuration picked in any of them.
 
-:class:`GridViews` is one part of :class:`~app.sweep.sweep_dialog.GridSweepDialog`: it reads the
-dialog's ``grid``, ``rows`` (key -> row, as they arrive) and ``keys`` (grid order) and keeps
-``shown`` (the table's rows) and ``selected`` (the picked key).
+:class:`GridViews` is a widget owned by :class:`~app.sweep.sweep_dialog.GridSweepDialog`. It holds
+the rows it draws: ``grid``, ``rows`` (key -> row, as they arrive) and ``keys`` (grid order), all
+written by the dialog, and keeps ``shown`` (the table's rows) and ``selected`` (the picked key).
+It asks the dialog for work through signals (make a scenario, save, sweep again GPU-bound); the
+dialog says whether a sweep is ``running`` (rows cannot be saved half-way).
 """
 
 from __future__ import annotations
 
 import html
 import itertools
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QComboBox,
     QHBoxLayout,
@@ -25,12 +27,12 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.panels.cpu_paced_banner import CpuPacedBanner
 from app.panels.summary_panes import TablePane
 from app.panels.table_model import Column
 from app.sweep.pareto_chart import OUT_OF_MEMORY_COLOR, ParetoChart
 from app.sweep.sweep_view import SweepChart, row_columns
 from app.theme import Theme
-from app.whatif.cpu_paced_banner import CpuPacedBanner
 from lumos_core.sweep.grid import Grid
 from lumos_core.sweep.point import GridRow, point_key
 from lumos_core.whatif.knobs import format_changes
@@ -48,22 +50,22 @@ def grid_table() -> TablePane:
     return pane
 
 
-class GridViews:
+class GridViews(QWidget):
     """Charts, table and the picked configuration (see the module docstring)."""
 
-    grid: Grid | None
-    rows: dict[str, GridRow]
-    keys: list[str]
-    shown: list[GridRow]
-    selected: str | None
+    scenario_wanted = Signal()  # the picked configuration, as a scenario
+    save_wanted = Signal()
+    gpu_bound_wanted = Signal(dict)  # the cpu_scale change to sweep again with
 
-    if TYPE_CHECKING:  # the dialog's
-
-        @property
-        def running(self) -> bool: ...
-
-    def build_views(self, theme: Theme) -> tuple[QSplitter, QHBoxLayout]:
+    def __init__(self, theme: Theme, parent: QWidget | None = None) -> None:
         """The charts over the table, and the row under them (picked configuration, buttons)."""
+        super().__init__(parent)
+        self.grid: Grid | None = None
+        self.rows: dict[str, GridRow] = {}
+        self.keys: list[str] = []
+        self.shown: list[GridRow] = []
+        self.selected: str | None = None
+        self.running = False
         self.view_combo = QComboBox()
         self.view_combo.addItem("Iteration time vs knob", VS_KNOB)
         self.view_combo.addItem("Pareto: time vs GPUs", PARETO)
@@ -76,7 +78,7 @@ class GridViews:
         self.slice_combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
         self.slice_combo.currentIndexChanged.connect(self.refresh_views)
         self.knob_chart = SweepChart(theme)
-        self.knob_chart.scene().sigMouseClicked.connect(self._on_knob_chart_clicked)
+        self.knob_chart.scene().sigMouseClicked.connect(self.knob_chart_clicked)
         self.pareto = ParetoChart(theme)
         self.pareto.point_clicked.connect(lambda i: self.select(self._pareto_rows[i].key))
         self._pareto_rows: list[GridRow] = []
@@ -125,7 +127,25 @@ class GridViews:
         split.addWidget(chart_box)
         split.addWidget(self.table)
         split.setSizes([480, 220])
-        return split, bottom_row
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(0, 0, 0, 0)
+        lay.addWidget(split, 1)
+        lay.addLayout(bottom_row)
+        self.table.view.doubleClicked.connect(lambda _i: self.scenario_wanted.emit())
+        self.scenario_button.clicked.connect(lambda: self.scenario_wanted.emit())
+        self.save_button.clicked.connect(lambda: self.save_wanted.emit())
+        self.cpu_banner.gpu_bound_requested.connect(self.gpu_bound_wanted)
+
+    def start(self, grid: Grid, keys: list[str]) -> None:
+        """A new grid, no row arrived yet: its x axis and slice choices."""
+        self.grid, self.keys, self.rows, self.selected = grid, keys, {}, None
+        self.fill_view_controls(grid)
+        self.refresh_views()
+
+    def apply_theme(self, theme: Theme) -> None:
+        self.knob_chart.apply_theme(theme)
+        self.pareto.apply_theme(theme)
+        self.refresh_views()
 
     def fill_view_controls(self, grid: Grid) -> None:
         """The x axis and slice choices of a new grid."""
@@ -233,7 +253,8 @@ class GridViews:
             {"cpu_scale": GPU_BOUND_CPU_SCALE},
         )
 
-    def _on_knob_chart_clicked(self, ev: Any) -> None:
+    def knob_chart_clicked(self, ev: Any) -> None:
+        """A click on the time-vs-knob chart picks the bar under it."""
         rows = self.slice_rows()
         if not rows:
             return

@@ -4,7 +4,7 @@ engines as ``lumos sweep`` (a local process pool, or Ray), drawn as it fills in.
 Type values for any knobs (``8, 16, 32`` or ``8-512`` for powers of two); the other knobs keep the
 What-if panel's values (or the traced ones). Each configuration is :func:`lumos_core.sweep.point.
 estimate_point`, so a point's numbers are those of ``lumos estimate``. Invalid combinations become
-skipped rows with the reason. Two views (:mod:`app.sweep.grid_views`): iteration time and breakdown
+skipped rows with the reason. Two views (:mod:`app.sweep.grid_views`, a part the dialog owns): iteration time and breakdown
 against one swept knob, or a Pareto view of time against GPUs. Pick a point (table or chart) and
 *Make scenario* asks (``scenario_requested``) for it to be estimated with its timeline, as the panel
 would.
@@ -29,10 +29,10 @@ from app.jobs import BackgroundTask
 from app.sweep.engine_bar import EngineBar
 from app.sweep.grid_form import KnobGridForm
 from app.sweep.grid_views import GridViews
+from app.sweep.sources import HeldChanges, SweepEngine
 from app.sweep.sweep_csv import ask_sweep_csv, save_sweep_rows
 from app.theme import Theme
-from app.whatif.config_panel import ConfigPanel
-from app.whatif.runner import WhatIfRunner
+from app.timeline.state import Forward
 from lumos_core.errors import LumosError
 from lumos_core.progress import scaled
 from lumos_core.sweep.grid import Grid, parse_grid
@@ -49,13 +49,22 @@ class _RowRelay(QObject):
     row = Signal(int, object)  # token, GridRow
 
 
-class GridSweepDialog(GridViews, QDialog):
+class GridSweepDialog(QDialog):
     """See the module docstring. :meth:`shutdown` before it goes away."""
 
     scenario_requested = Signal(dict)  # changes
+    # the rows live with the views part that draws them (the dialog writes grid, rows and keys)
+    grid = Forward("views")
+    rows = Forward("views")
+    keys = Forward("views")
+    shown = Forward("views")
+    selected = Forward("views")
+    refresh_views = Forward("views")
+    slice_rows = Forward("views")
+    select = Forward("views")
 
     def __init__(
-        self, runner: WhatIfRunner, panel: ConfigPanel, theme: Theme, parent: QWidget | None = None
+        self, runner: SweepEngine, panel: HeldChanges, theme: Theme, parent: QWidget | None = None
     ) -> None:
         super().__init__(parent)
         self.setWindowTitle("Sweep")
@@ -63,18 +72,24 @@ class GridSweepDialog(GridViews, QDialog):
         self.resize(1100, 800)
         self.runner = runner
         self.panel = panel
-        self.grid: Grid | None = None
-        self.rows: dict[str, GridRow] = {}
-        self.keys: list[str] = []  # the grid's configurations, in grid order
-        self.shown: list[GridRow] = []  # table rows (arrived, grid order)
-        self.selected: str | None = None
+        self.views = GridViews(theme)
+        self.views.scenario_wanted.connect(self.make_scenario)
+        self.views.save_wanted.connect(self.ask_save)
+        self.views.gpu_bound_wanted.connect(self.sweep_gpu_bound)
+        v = self.views
+        self.view_combo, self.x_combo, self.slice_combo = v.view_combo, v.x_combo, v.slice_combo
+        self.charts, self.knob_chart, self.pareto = v.charts, v.knob_chart, v.pareto
+        self.table, self.picked, self.cpu_banner = v.table, v.picked, v.cpu_banner
+        self.chart_note, self.scenario_button, self.save_button = (
+            v.chart_note,
+            v.scenario_button,
+            v.save_button,
+        )
         self.report: SweepReport | None = None
         self.task: BackgroundTask | None = None
         self.last_error = ""
         self._token = 0
         self._started_at = 0.0
-        self._relay = _RowRelay(self)
-        self._relay.row.connect(self._on_row)
         self._refresh_timer = QTimer(self)
         self._refresh_timer.setSingleShot(True)
         self._refresh_timer.setInterval(_REFRESH_MS)
@@ -93,18 +108,12 @@ class GridSweepDialog(GridViews, QDialog):
         self.engine_combo, self.workers, self.address = e.engine_combo, e.workers, e.address
         self.run_button, self.cancel_button = e.run_button, e.cancel_button
         self.progress, self.status = e.progress, e.status
-        views, bottom_row = self.build_views(theme)
-        self.table.view.doubleClicked.connect(lambda _i: self.make_scenario())
-        self.scenario_button.clicked.connect(self.make_scenario)
-        self.cpu_banner.gpu_bound_requested.connect(self.sweep_gpu_bound)
-        self.save_button.clicked.connect(self.ask_save)
         lay = QVBoxLayout(self)
         lay.addWidget(self.form)
         lay.addWidget(self.grid_label)
         lay.addLayout(e.engine_row)
         lay.addLayout(e.progress_row)
-        lay.addWidget(views, 1)
-        lay.addLayout(bottom_row)
+        lay.addWidget(self.views, 1)
 
         # ways in: the What-if panel's button and a menu entry (the workbench puts it in a menu)
         self.open_action = QAction("S&weep Grid…", parent or self)
@@ -172,15 +181,14 @@ class GridSweepDialog(GridViews, QDialog):
         except LumosError as exc:
             self._show_error(str(exc))
             return False
-        self.grid = grid
-        self.keys = [point_key(c) for c in grid.points()]
-        self.rows = {}
         self.report = None
-        self.selected = None
         self.last_error = ""
-        self.fill_view_controls(grid)
-        self.refresh_views()
-        job, baseline, relay = self.runner.loaded.job, self.runner.baseline, self._relay
+        self.views.start(grid, [point_key(c) for c in grid.points()])
+        job, baseline = self.runner.loaded.job, self.runner.baseline
+        # the worker emits through this relay: owned by the run (the closure below), not by the
+        # dialog, so the dialog going away can never delete it under the worker thread
+        relay = _RowRelay()
+        relay.row.connect(self._on_row)
         self._token += 1
         token = self._token
 
@@ -203,6 +211,7 @@ class GridSweepDialog(GridViews, QDialog):
         task.cancelled.connect(self._on_cancelled)
         task.finished.connect(self._on_finished)
         self.task = task
+        self.views.running = True
         self._started_at = time.monotonic()
         self.engines.set_running(True, True)
         self.status.setText(f"{grid.size} configurations on the {engine.name} engine…")
@@ -231,6 +240,7 @@ class GridSweepDialog(GridViews, QDialog):
             self.task.cancel()
             self.task.wait()
             self.task = None
+            self.views.running = False
         self.engines.close()
 
     def _on_progress(self, token: int, fraction: float, message: str) -> None:
@@ -271,6 +281,7 @@ class GridSweepDialog(GridViews, QDialog):
         task.wait()
         task.deleteLater()
         self.task = None
+        self.views.running = False
         self.engines.set_running(False, self.runner.baseline is not None)
         self.refresh_views()
 
@@ -300,6 +311,7 @@ class GridSweepDialog(GridViews, QDialog):
         save_sweep_rows(path, self.grid.columns, self.shown)
 
     def apply_theme(self, theme: Theme) -> None:
-        self.knob_chart.apply_theme(theme)
-        self.pareto.apply_theme(theme)
-        self.refresh_views()
+        self.views.apply_theme(theme)
+
+    def _on_knob_chart_clicked(self, ev: Any) -> None:  # the tests click the chart through this
+        self.views.knob_chart_clicked(ev)

@@ -30,9 +30,9 @@ from PySide6.QtWidgets import (
 from app.panels.summary_panes import BREAKDOWN, TablePane
 from app.panels.table_model import Column, ms_or_blank
 from app.plot_theme import theme_plot
+from app.sweep.sources import AxisSweep
 from app.sweep.sweep_csv import ask_sweep_csv, save_sweep_rows
 from app.theme import LIGHT, Theme
-from app.whatif.runner import SweepOutcome
 from lumos_core.errors import LumosError
 from lumos_core.sweep.grid import default_values, parse_values
 from lumos_core.sweep.point import GridRow
@@ -178,7 +178,7 @@ class SweepView(QWidget):
     def __init__(self, theme: Theme = LIGHT, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.baseline: Baseline | None = None
-        self.outcome: SweepOutcome | None = None
+        self.outcome: AxisSweep | None = None
         self.shown_knob = ""
         self.knob = QComboBox()
         for k in SWEEP_KNOBS:
@@ -257,7 +257,7 @@ class SweepView(QWidget):
         self.message.setText(f"Sweeping {html.escape(knob)} over {len(values)} values…")
         self.sweep_requested.emit(knob, values)
 
-    def show_outcome(self, outcome: SweepOutcome) -> None:
+    def show_outcome(self, outcome: AxisSweep) -> None:
         self.outcome = outcome
         self.shown_knob = outcome.knob
         self.chart.set_rows(outcome.knob, outcome.rows)

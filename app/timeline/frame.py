@@ -18,10 +18,10 @@ from PySide6.QtGui import QBrush, QColor, QFont, QFontMetricsF, QPainter, QPen
 from shiboken6 import wrapInstance
 
 from app.theme import Theme
-from app.timeline.lane_data import RowTable, Spans
+from app.view_model.lane_data import RowTable, Spans
 from app.timeline.lane_layout import LaneLayout, RowKind
-from app.timeline.layer import IterationMark, Layer, LayerStyle
-from app.timeline.row_tables import ready_table
+from app.view_model.layer import IterationMark, Layer, LayerStyle
+from app.view_model.row_tables import ready_table
 from lumos_core.trace.kernel_families import N_FAMILIES
 from lumos_core.trace.model import RankTrace
 
@@ -128,7 +128,7 @@ def build_frame(
             if row.layer is not None and row.layer != li:
                 continue  # a row of another layer (paired or single-layer layouts)
             table = ready_table(layer.tables, row.rank_index)
-            if table is None:  # built on a worker when asked for (see app.timeline.row_tables)
+            if table is None:  # built on a worker when asked for (see app.view_model.row_tables)
                 missing[(li, row.rank_index)] = None
                 if row.sources and (not loading_rows or loading_rows[-1] != top):
                     loading_rows.append(top)

@@ -4,7 +4,7 @@ Every row is one unit of height. A rank group is a header row, then its GPU stre
 one row per overlap sub-row), then its memory lane (:data:`MEMORY_ROWS` rows, drawn by
 :mod:`app.timeline.memory_lane`; only when the trace has memory records), then its CPU threads. CPU threads are collapsed by default into one
 summary row; a collapsed rank is just its header row, which then shows its streams overlaid.
-A row lists its *sources*: the (lane, depth) rows of the rank's :class:`~app.timeline.lane_data.RowTable`
+A row lists its *sources*: the (lane, depth) rows of the rank's :class:`~app.view_model.lane_data.RowTable`
 that it draws, so a second layer with the same lane indexing draws into the same rows. A row may be
 restricted to one layer (``Row.layer``): *paired* layouts follow every row of the measured layer
 (0) with a twin row of the predicted layer (1), and a layout can show one layer only.
@@ -15,8 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 
-from app.timeline.lane_data import RowTable
-from app.timeline.row_tables import RowShape, table_shape
+from app.view_model.lane_data import RowTable
+from app.view_model.row_tables import RowShape, table_shape
 from lumos_core.trace.model import LaneRole, RankTrace
 
 _GPU_ROLE_ORDER = {LaneRole.COMPUTE: 0, LaneRole.COMMUNICATION: 1, LaneRole.MEMCPY: 2, LaneRole.GPU_OTHER: 3}

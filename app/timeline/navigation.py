@@ -17,7 +17,7 @@ from PySide6.QtGui import QCursor, QKeyEvent
 from PySide6.QtWidgets import QScrollBar
 
 from app.timeline.canvas import ZOOM_STEP, LaneLabelAxis, TimelineCanvas, TimelineViewBox
-from app.timeline.layer import IterationMark
+from app.view_model.layer import IterationMark
 from app.timeline.span_item import TimelineItem
 from app.timeline.state import TimelineState
 

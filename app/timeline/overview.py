@@ -1,6 +1,6 @@
 """The job overview: a strip above the lanes with one row of pixels per rank, coloured by what the
 rank's GPU is doing in each column of the visible time range (compute, communication or idle, see
-:mod:`app.timeline.overview_data`), so a rank that computes while the others wait, or arrives late
+:mod:`app.view_model.overview_data`), so a rank that computes while the others wait, or arrives late
 at a collective, stands out at a glance among hundreds.
 
 The strip follows the timeline's x range and lines up with its plot area. Clicking a row scrolls
@@ -23,8 +23,8 @@ from PySide6.QtWidgets import QWidget
 
 from app.jobs import BackgroundTask
 from app.theme import Theme
-from app.timeline.lane_data import RowTable
-from app.timeline.overview_data import (
+from app.view_model.lane_data import RowTable
+from app.view_model.overview_data import (
     CLASS_FAMILY,
     COMMUNICATION,
     COMPUTE,

@@ -13,7 +13,7 @@ from __future__ import annotations
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtWidgets import QCheckBox, QComboBox, QHBoxLayout, QLabel, QWidget
 
-from app.loaded_job import LoadedJob, opening_grouping
+from app.view_model.loaded_job import LoadedJob, opening_grouping
 from app.timeline.state import TimelineState
 from lumos_core.whatif.rank_groups import RankGroup, rank_groups
 

@@ -16,8 +16,8 @@ from collections.abc import Sequence
 from PySide6.QtCore import QObject, Signal
 
 from app.jobs import BackgroundTask
-from app.timeline.lane_data import RowTable
-from app.timeline.row_tables import RowTables, lazy_source
+from app.view_model.lane_data import RowTable
+from app.view_model.row_tables import RowTables, lazy_source
 
 BATCH = 8  # ranks per worker batch: ~15 ms at 512 ranks, so what is in view arrives soon
 

@@ -17,7 +17,7 @@ from PySide6.QtWidgets import QToolTip
 
 from app.timeline.canvas import TimelineCanvas, TimelineViewBox
 from app.timeline.hit import MEASURED, PREDICTED, Hit
-from app.timeline.lane_data import RowTable
+from app.view_model.lane_data import RowTable
 from app.timeline.navigation import TimelineNavigation
 from app.timeline.span_item import Marker, OverlayItem, format_duration_ms
 from app.timeline.stall_item import StallItem

@@ -1,7 +1,7 @@
 """Graphics items that draw the timeline: spans of every visible row, and a light overlay.
 
 :class:`TimelineItem` draws, for the rows in view, the level-of-detail spans of each layer
-(:mod:`app.timeline.layer`) as a frame (:mod:`app.timeline.frame`: numpy-built device rectangles,
+(:mod:`app.view_model.layer`) as a frame (:mod:`app.timeline.frame`: numpy-built device rectangles,
 one ``QPainter.drawRects`` per colour, no item per event). The computed frame is cached until the
 view, the layout or the highlights change, so hover repaints cost a few drawRects.
 
@@ -23,8 +23,8 @@ from app.theme import LIGHT, Theme
 from app.timeline.extent_item import ExtentItem
 from app.timeline.frame import Frame, build_frame, paint_frame
 from app.timeline.lane_layout import LaneLayout
-from app.timeline.layer import IterationMark, Layer, LayerStyle
-from app.timeline.row_tables import tables_end_ms
+from app.view_model.layer import IterationMark, Layer, LayerStyle
+from app.view_model.row_tables import tables_end_ms
 
 __all__ = [
     "IterationMark",

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from PySide6.QtCore import QRectF, Qt
 from PySide6.QtGui import QBrush, QColor, QPainter, QPen
 
-from app.loaded_job import LoadedJob
+from app.view_model.loaded_job import LoadedJob
 from app.theme import LIGHT, Theme
 from app.timeline.extent_item import ExtentItem
 from app.timeline.lane_layout import LaneLayout

@@ -30,7 +30,7 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QColor, QKeyEvent
 from PySide6.QtWidgets import QHBoxLayout, QScrollBar, QVBoxLayout, QWidget
 
-from app.loaded_job import LoadedJob
+from app.view_model.loaded_job import LoadedJob
 from app.theme import LIGHT, Theme
 from app.timeline.canvas import (
     LABEL_WIDTH,
@@ -42,10 +42,10 @@ from app.timeline.canvas import (
 from app.timeline.hit import MEASURED, PREDICTED, Hit
 from app.timeline.lane_layout import LaneLayout
 from app.timeline.lane_rows import LaneRows
-from app.timeline.layer import Layer
+from app.view_model.layer import Layer
 from app.timeline.memory_lane import MemoryLaneItem, curve_for
 from app.timeline.navigation import ROW_PX, TimelineNavigation
-from app.timeline.overlay_data import measured_marks
+from app.view_model.overlay_data import measured_marks
 from app.timeline.overview import OverviewStrip
 from app.timeline.prediction_layers import GHOST_COLOR, OVERLAY_MODES, PredictionLayers
 from app.timeline.rank_grouping import GroupingBar, RankGrouping, default_grouping

@@ -9,14 +9,28 @@ queued run has finished and the last one is drawn over the measured timeline.
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from lumos_core.errors import LumosError
 from lumos_core.whatif.config import KNOBS
 from lumos_core.whatif.knobs import parse_changes
 
 if TYPE_CHECKING:
-    from app.main_window import MainWindow
+    from PySide6.QtCore import SignalInstance
+
+    from app.whatif.workbench import WhatIfWorkbench
+
+
+class CliWindow(Protocol):
+    """What :func:`install` needs of the main window (the window imports this package: naming
+    it here would make the two import each other)."""
+
+    @property
+    def workbench(self) -> WhatIfWorkbench: ...
+
+    @property
+    def job_loaded(self) -> SignalInstance: ...  # emits the LoadedJob once a job is open
+
 
 OVERLAYS = ("differences", "ghost", "paired", "predicted", "measured")
 
@@ -66,7 +80,7 @@ def wants_what_if(ns: argparse.Namespace) -> bool:
     return bool(ns.estimate or ns.replay or ns.session or ns.predict_from)
 
 
-def install(window: MainWindow, ns: argparse.Namespace, estimates: list[dict[str, Any]]) -> None:
+def install(window: CliWindow, ns: argparse.Namespace, estimates: list[dict[str, Any]]) -> None:
     """Queue ``estimates`` once the job is open; when everything has run, show the last result."""
     wb = window.workbench
     state = {"loaded": False}

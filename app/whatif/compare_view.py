@@ -27,7 +27,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.loaded_job import LoadedJob
+from app.view_model.loaded_job import LoadedJob
 from app.panels.summary_panes import TablePane
 from app.panels.table_model import Column
 from app.theme import LIGHT, Theme

@@ -15,13 +15,6 @@ from typing import Any
 from lumos_core.whatif.scenario import ScenarioSummary
 from lumos_core.whatif.throughput import GPU_BOUND_CPU_SCALE, MODEL_KNOBS
 
-GPU_BOUND_BUTTON = f"Assume GPU-bound (Host time × {GPU_BOUND_CPU_SCALE})"
-GPU_BOUND_TIP = (
-    f"Estimate this configuration again with the host (CPU) time × {GPU_BOUND_CPU_SCALE}, what CUDA "
-    "graphs or torch.compile typically leave of an eager PyTorch job's Python and launch time: the "
-    "GPU change then shows in the iteration"
-)
-
 
 def rate_text(s: ScenarioSummary) -> str:
     """``"41,250 tokens/s/GPU, MFU 38.2 %"``."""

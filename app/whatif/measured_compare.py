@@ -27,11 +27,11 @@ from PySide6.QtWidgets import (
 )
 
 from app.jobs import BackgroundTask
-from app.loaded_job import LoadedJob
+from app.view_model.loaded_job import LoadedJob
 from app.panels.diff_pane import DiffPane
-from app.timeline.lane_data import build_row_table
-from app.timeline.layer import IterationMark
-from app.timeline.overlay_data import PredictedOverlay
+from app.view_model.lane_data import build_row_table
+from app.view_model.layer import IterationMark
+from app.view_model.overlay_data import PredictedOverlay
 from app.timeline.timeline_view import TimelineView
 from lumos_core.compare.diff import JobDiff, diff_jobs
 from lumos_core.replay.breakdown import steady_windows

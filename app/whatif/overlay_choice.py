@@ -2,32 +2,34 @@
 and the line under the legend that says what is drawn.
 
 :class:`OverlayChoice` is one part of :class:`~app.whatif.workbench.WhatIfWorkbench`; it works on
-the workbench's ``timeline`` and ``shown`` scenario.
+the timeline and reads the shown scenario from the workbench's shared
+:class:`~app.whatif.workbench_state.WorkbenchState`.
 """
 
 from __future__ import annotations
 
 import html
 
+from PySide6.QtCore import QObject
 from PySide6.QtWidgets import QComboBox, QLabel
 
 from app.timeline.prediction_layers import VISIBLE_DIFF_PX
 from app.timeline.timeline_view import OVERLAY_MODES, TimelineView
 from app.whatif.headline import cpu_paced_text, rate_text
 from app.whatif.runner import Scenario
+from app.whatif.workbench_state import WorkbenchState
 
 MEASURED_ONLY = "measured"
 
 
-class OverlayChoice:
+class OverlayChoice(QObject):
     """The overlay-mode box and the overlay note (see the module docstring)."""
 
-    timeline: TimelineView
-    shown: Scenario | None
-
-    mode_chosen = False  # the user picked a mode: it is kept for every scenario shown
-
-    def build_overlay_controls(self) -> None:
+    def __init__(self, timeline: TimelineView, state: WorkbenchState) -> None:
+        super().__init__()
+        self.timeline = timeline
+        self.state = state
+        self.mode_chosen = False  # the user picked a mode: it is kept for every scenario shown
         self.mode_combo = QComboBox()
         self.mode_combo.addItem("Overlay: off (measured only)", MEASURED_ONLY)
         for key, text in OVERLAY_MODES.items():
@@ -52,15 +54,15 @@ class OverlayChoice:
     def _on_mode_chosen(self, _index: int) -> None:
         mode = self.mode_combo.currentData()
         if mode == "separate":
-            if self.shown is not None and self.shown.overlay.separate:
-                self.timeline.set_prediction(self.shown.overlay)
+            if self.state.shown is not None and self.state.shown.overlay.separate:
+                self.timeline.set_prediction(self.state.shown.overlay)
             self.sync_mode_combo()
             return
         self.mode_chosen = True
         if mode == MEASURED_ONLY:
             self.timeline.set_prediction(None)
-        elif self.shown is not None:
-            self.timeline.set_prediction(self.shown.overlay, mode)
+        elif self.state.shown is not None:
+            self.timeline.set_prediction(self.state.shown.overlay, mode)
         else:
             self.timeline.overlay_mode = mode
         self.update_shown_label()
@@ -78,7 +80,7 @@ class OverlayChoice:
 
     def update_shown_label(self) -> None:
         """The line under the legend: which scenario is drawn, how, and its headline number."""
-        s = self.shown
+        s = self.state.shown
         mode = self.timeline.shown_mode
         if s is None or mode == "measured":
             self.overlay_note.setText("")

@@ -10,7 +10,7 @@ for). :func:`describe_with_prediction` (a measured task was clicked) adds the sa
 
 from __future__ import annotations
 
-from app.loaded_job import LoadedJob
+from app.view_model.loaded_job import LoadedJob
 from app.panels.details_panel import EventDetails, describe_event
 from app.timeline.span_item import format_duration_ms
 from app.whatif.runner import Scenario
@@ -68,7 +68,7 @@ def describe_with_prediction(
 
 def describe_rebuilt(scenario: Scenario, index: int, event: int) -> EventDetails:
     """A task of a predicted rank the estimator built anew (no measured counterpart of its own)."""
-    from app.timeline.overlay_data import stands_for_text
+    from app.view_model.overlay_data import stands_for_text
     from lumos_core.trace.kernel_families import Family
 
     p = scenario.overlay.ranks[index]

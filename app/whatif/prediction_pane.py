@@ -25,12 +25,12 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.panels.cpu_paced_banner import CpuPacedBanner
 from app.panels.summary_panes import BREAKDOWN, TablePane
 from app.panels.table_model import Column, ms_or_blank
 from app.panels.table_pane import write_tables
 from app.plot_theme import theme_plot
 from app.theme import LIGHT, Theme
-from app.whatif.cpu_paced_banner import CpuPacedBanner
 from app.whatif.headline import cpu_paced_text, gpu_bound_changes, rate_text
 from lumos_core.replay.breakdown import Breakdown
 from lumos_core.whatif.retime import Retiming

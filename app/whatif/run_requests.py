@@ -3,35 +3,44 @@ before with the same baseline and profile is shown again, not recomputed), one-k
 prediction of the open job from another measured run (What-if > Predict This Job from...), and the
 hardware profile (``lumos calibrate``) they use.
 
-:class:`RunRequests` is one part of :class:`~app.whatif.workbench.WhatIfWorkbench`.
+:class:`RunRequests` is one part of :class:`~app.whatif.workbench.WhatIfWorkbench`: it owns the
+hardware-profile button of the What-if panel; ``show_requested`` asks for a scenario computed before
+to be shown again and ``notice`` for a passing message in the status bar.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from PySide6.QtCore import QObject, Signal
 from PySide6.QtWidgets import QFileDialog, QPushButton, QWidget
 
 from app.whatif.config_panel import ConfigPanel
 from app.whatif.runner import BASELINE_NAME, Request, Scenario, WhatIfRunner
+from app.whatif.workbench_state import WorkbenchState
 from lumos_core.errors import LumosError
 from lumos_core.perf.profile import HardwareProfile
 
 
-class RunRequests:
+class RunRequests(QObject):
     """Ask the runner for runs (see the module docstring)."""
 
-    runner: WhatIfRunner
-    panel: ConfigPanel
-    profile_button: QPushButton
-    scenarios: dict[int, Scenario]
+    show_requested = Signal(object)  # the id of a scenario computed before
+    notice = Signal(str, int)  # text, milliseconds
 
-    if TYPE_CHECKING:  # provided by the workbench
-
-        def dialog_parent(self) -> QWidget | None: ...
-        def notify(self, text: str, timeout_ms: int = 5000) -> None: ...
-        def show_scenario(self, scenario_id: int | None) -> None: ...
+    def __init__(
+        self, runner: WhatIfRunner, panel: ConfigPanel, state: WorkbenchState, dialogs: QWidget
+    ) -> None:
+        super().__init__()
+        self.runner, self.panel, self.state, self.dialogs = runner, panel, state, dialogs
+        self.profile_button = QPushButton(self.profile_text())
+        self.profile_button.setToolTip(
+            "Estimate with a hardware profile fitted on your cluster's runs (lumos calibrate): GEMM "
+            "rates per shape class and collective parameters"
+        )
+        self.profile_button.clicked.connect(self.ask_hardware_profile)
+        panel.add_action(self.profile_button)
 
     def request_replay(self) -> bool:
         return self.runner.request(Request("replay", name=BASELINE_NAME))
@@ -41,8 +50,8 @@ class RunRequests:
         same baseline are shown again instead of recomputed."""
         existing = self._find(changes)
         if existing is not None and not name:
-            self.show_scenario(existing.id)
-            self.notify(f"{existing.name}: already computed (shown).")
+            self.show_requested.emit(existing.id)
+            self.notice.emit(f"{existing.name}: already computed (shown).", 5000)
             return True
         return self.runner.request(Request("estimate", dict(changes), name or None))
 
@@ -53,7 +62,7 @@ class RunRequests:
         return self.runner.request(Request("sweep", {}, knob=knob, values=list(values)))
 
     def _find(self, changes: dict[str, Any]) -> Scenario | None:
-        for s in self.scenarios.values():
+        for s in self.state.scenarios.values():
             if (
                 s.kind == "estimate"
                 and s.changes == changes
@@ -72,7 +81,7 @@ class RunRequests:
 
     def ask_predict_from(self) -> None:
         folder = QFileDialog.getExistingDirectory(
-            self.dialog_parent(), "Predict This Job from the Traces of Another Run"
+            self.dialogs, "Predict This Job from the Traces of Another Run"
         )
         if folder:
             self.request_predict_from(folder)
@@ -91,7 +100,7 @@ class RunRequests:
             self.runner.profile, self.runner.profile_path = profile, str(path)
         self.panel.show_error("")
         self.profile_button.setText(self.profile_text())
-        self.notify(f"Hardware profile: {self.profile_text()}")
+        self.notice.emit(f"Hardware profile: {self.profile_text()}", 5000)
         return True
 
     def profile_text(self) -> str:
@@ -102,7 +111,7 @@ class RunRequests:
 
     def ask_hardware_profile(self) -> None:
         path, _ = QFileDialog.getOpenFileName(
-            self.dialog_parent(), "Hardware Profile (lumos calibrate)", "", "Hardware profile (*.json)"
+            self.dialogs, "Hardware Profile (lumos calibrate)", "", "Hardware profile (*.json)"
         )
         if path:
             self.set_hardware_profile(path)

@@ -31,8 +31,8 @@ from typing import Any
 from PySide6.QtCore import QObject, Signal
 
 from app.jobs import BackgroundTask
-from app.loaded_job import LoadedJob, infer_job_baseline
-from app.timeline.overlay_data import PredictedOverlay, build_overlay
+from app.view_model.loaded_job import LoadedJob, infer_job_baseline
+from app.view_model.overlay_data import PredictedOverlay, build_overlay
 from lumos_core.api import Estimator
 from lumos_core.compare.validate import prediction_scenario, validate_jobs
 from lumos_core.graph.build import build_graph
@@ -290,6 +290,7 @@ class WhatIfRunner(QObject):
         self._requests: dict[int, Request] = {}
         self._queue: deque[Request] = deque()
         self._next_id = 0
+        self._closed = False  # after shutdown (the window closes) nothing starts again
 
     # ---- state
     @property
@@ -376,7 +377,8 @@ class WhatIfRunner(QObject):
         self.idle.emit()
 
     def shutdown(self, timeout_ms: int = 60_000) -> None:
-        """Cancel and wait for every task (before the window goes away)."""
+        """Cancel and wait for every task (before the window goes away); nothing starts after it."""
+        self._closed = True
         self._queue.clear()
         for task in self._tasks.values():
             task.cancel()
@@ -392,7 +394,8 @@ class WhatIfRunner(QObject):
 
     # ---- internals
     def _can_run(self) -> bool:
-        return self.loaded is not None and self.baseline is not None and self.cache is not None
+        ready = self.loaded is not None and self.baseline is not None and self.cache is not None
+        return ready and not self._closed
 
     def _drop_current(self) -> None:
         if self._current is not None:

@@ -9,15 +9,16 @@ traces is asked of the window through :class:`JobHost`.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
+from PySide6.QtCore import QObject, Signal
 from PySide6.QtWidgets import QFileDialog, QWidget
 
-from app.loaded_job import LoadedJob
 from app.timeline.timeline_view import OVERLAY_MODES, TimelineView
 from app.whatif.compare_view import CompareView
-from app.whatif.overlay_choice import MEASURED_ONLY
-from app.whatif.runner import Request, Scenario, WhatIfRunner
+from app.whatif.overlay_choice import MEASURED_ONLY, OverlayChoice
+from app.whatif.runner import Request, WhatIfRunner
+from app.whatif.workbench_state import WorkbenchState
 from lumos_core.errors import LumosError
 from lumos_core.whatif.session import SUFFIX, ScenarioSpec, Session, load_session, save_session
 
@@ -31,59 +32,60 @@ class JobHost(Protocol):
     def show_error(self, message: str) -> None: ...
 
 
-class SessionKeeping:
+class SessionKeeping(QObject):
     """Save and reopen sessions (see the module docstring)."""
 
-    host: JobHost
-    runner: WhatIfRunner
-    timeline: TimelineView
-    compare: CompareView
-    loaded: LoadedJob | None
-    is_demo: bool
-    scenarios: dict[int, Scenario]
-    shown: Scenario | None
-    mode_chosen: bool
+    show_requested = Signal(object)  # the id of a scenario to show
+    notice = Signal(str, int)  # text, milliseconds
 
-    pending_session: Session | None = None  # to restore once its job has opened
-    restoring: Session | None = None  # its scenarios are being recomputed
-
-    if TYPE_CHECKING:  # provided by the workbench and its overlay part
-
-        def dialog_parent(self) -> QWidget | None: ...
-        def notify(self, text: str, timeout_ms: int = 5000) -> None: ...
-        def scenario_named(self, name: str) -> Scenario | None: ...
-        def show_scenario(self, scenario_id: int | None) -> None: ...
-        def set_overlay_mode(self, mode: str) -> None: ...
-        def settle(self) -> None: ...
+    def __init__(
+        self,
+        host: JobHost,
+        runner: WhatIfRunner,
+        timeline: TimelineView,
+        compare: CompareView,
+        overlay: OverlayChoice,
+        state: WorkbenchState,
+        dialogs: QWidget,
+    ) -> None:
+        super().__init__()
+        self.host, self.runner, self.timeline, self.compare = host, runner, timeline, compare
+        self.overlay, self.state, self.dialogs = overlay, state, dialogs
+        self.pending_session: Session | None = None  # to restore once its job has opened
+        self.restoring: Session | None = None  # its scenarios are being recomputed
 
     def session(self) -> Session:
         """The open job and its scenarios, as a session (configurations only, no results)."""
-        specs = [ScenarioSpec(s.name, s.kind, dict(s.changes)) for s in self.scenarios.values()]
+        specs = [ScenarioSpec(s.name, s.kind, dict(s.changes)) for s in self.state.scenarios.values()]
         view: dict[str, Any] = {"overlay": self.timeline.shown_mode}
-        if self.shown is not None:
-            view["selected"] = self.shown.name
+        if self.state.shown is not None:
+            view["selected"] = self.state.shown.name
         if self.compare.a is not None and self.compare.b is not None:
             view["compare"] = [self.compare.a.name, self.compare.b.name]
             view["compare_offset_ms"] = self.compare.offset.value()
-        path = None if self.is_demo or self.loaded is None else str(Path(self.loaded.path).resolve())
-        return Session(path, self.is_demo, dict(self.runner.overrides), specs, view)
+        path = (
+            None
+            if self.state.is_demo or self.state.loaded is None
+            else str(Path(self.state.loaded.path).resolve())
+        )
+        return Session(path, self.state.is_demo, dict(self.runner.overrides), specs, view)
 
     def save_session(self, path: str | Path) -> Path:
         return save_session(self.session(), path)
 
     def ask_save_session(self) -> None:
-        if self.loaded is None:
+        if self.state.loaded is None:
             return
         path, _ = QFileDialog.getSaveFileName(
-            self.dialog_parent(), "Save session", f"session{SUFFIX}", f"Lumos sessions (*{SUFFIX} *.json)"
+            self.dialogs, "Save session", f"session{SUFFIX}", f"Lumos sessions (*{SUFFIX} *.json)"
         )
         if path:
             self.save_session(path)
-            self.notify(f"Saved the session to {path}", 10_000)
+            self.notice.emit(f"Saved the session to {path}", 10_000)
 
     def ask_open_session(self) -> None:
         path, _ = QFileDialog.getOpenFileName(
-            self.dialog_parent(),
+            self.dialogs,
             "Open session",
             str(Path.home()),
             f"Lumos sessions (*{SUFFIX} *.json);;All files (*)",
@@ -105,34 +107,47 @@ class SessionKeeping:
             return False
         return True
 
-    def restore_scenarios(self, session: Session) -> None:
-        """Recompute the session's scenarios (the view is restored when the runner is idle)."""
+    def take_pending(self) -> Session | None:
+        """The session whose job has just opened (it is pending no more)."""
+        session, self.pending_session = self.pending_session, None
+        return session
+
+    def restore_scenarios(self, session: Session) -> bool:
+        """Recompute the session's scenarios (the view is restored by :meth:`settle` when the runner
+        is idle); False: nothing to recompute (an empty session)."""
         self.restoring = session
         for spec in session.scenarios:
             if spec.kind == "replay":
                 self.runner.enqueue(Request("replay", name=spec.name))
             else:
                 self.runner.enqueue(Request("estimate", dict(spec.changes), spec.name))
-        if not self.runner.busy:  # an empty session
-            self.settle()
+        return self.runner.busy
+
+    def settle(self) -> bool:
+        """The runner is idle: give a reopened session its view back (True: one was)."""
+        if self.restoring is None:
+            return False
+        session, self.restoring = self.restoring, None
+        self.apply_view(session)
+        return True
 
     def apply_view(self, session: Session) -> None:
         view = session.view
         pair = view.get("compare")
         if isinstance(pair, list) and len(pair) == 2:
-            a, b = self.scenario_named(str(pair[0])), self.scenario_named(str(pair[1]))
+            a, b = self.state.scenario_named(str(pair[0])), self.state.scenario_named(str(pair[1]))
             if a is not None and b is not None:
-                self.compare.set_scenarios(list(self.scenarios.values()))
+                self.compare.set_scenarios(self.state.listed())
                 self.compare.offset.setValue(float(view.get("compare_offset_ms") or 0.0))
                 self.compare.show_pair(a.id, b.id)
-        selected = self.scenario_named(str(view.get("selected", "")))
-        if selected is None and self.scenarios:
-            selected = list(self.scenarios.values())[-1]
+        selected = self.state.scenario_named(str(view.get("selected", "")))
+        if selected is None and self.state.scenarios:
+            selected = list(self.state.scenarios.values())[-1]
         mode = view.get("overlay")
         if isinstance(mode, str) and mode in OVERLAY_MODES:
             self.timeline.overlay_mode = mode
-            self.mode_chosen = True
+            self.overlay.mode_chosen = True
         if selected is not None:
-            self.show_scenario(selected.id)
+            self.show_requested.emit(selected.id)
         if mode == MEASURED_ONLY:
-            self.set_overlay_mode(MEASURED_ONLY)
+            self.overlay.set_overlay_mode(MEASURED_ONLY)

@@ -9,10 +9,12 @@ Prediction tab of the summary dock (``prediction``), the Compare and Sweep tabs 
 baseline replay starts in the background; every finished run becomes a scenario and the newest one
 the user asked for is drawn over the measured timeline.
 
-Parts in their own modules: the overlay-mode choice (:mod:`app.whatif.overlay_choice`), exports
-(:mod:`app.whatif.scenario_export`), sessions (:mod:`app.whatif.session_keeping`), the runs it
-asks for (:mod:`app.whatif.run_requests`) and the
-entries it adds to the window's toolbar and menus (:mod:`app.whatif.workbench_menus`).
+The workbench owns small parts, each in its own module, and wires their signals: the overlay-mode
+choice (:mod:`app.whatif.overlay_choice`), exports (:mod:`app.whatif.scenario_export`), sessions
+(:mod:`app.whatif.session_keeping`), the runs it asks for (:mod:`app.whatif.run_requests`) and the
+entries it adds to the window's toolbar and menus (:mod:`app.whatif.workbench_menus`). They share one
+plain :class:`~app.whatif.workbench_state.WorkbenchState` and never reach into each other; the
+workbench's public names forward to the part that owns them (:class:`~app.timeline.state.Forward`).
 """
 
 from __future__ import annotations
@@ -20,15 +22,16 @@ from __future__ import annotations
 import time
 
 from PySide6.QtCore import QObject, QTimer, Signal
-from PySide6.QtWidgets import QDockWidget, QPushButton, QWidget
+from PySide6.QtWidgets import QDockWidget, QWidget
 
 from app.elided_label import ElidedLabel
-from app.loaded_job import LoadedJob
+from app.view_model.loaded_job import LoadedJob
 from app.panels.details_panel import EventDetails, describe_event
 from app.sweep.sweep_dialog import GridSweepDialog
 from app.sweep.sweep_view import SweepView
 from app.theme import Theme
-from app.timeline.overlay_data import match_text
+from app.view_model.overlay_data import match_text
+from app.timeline.state import Forward
 from app.timeline.timeline_view import PREDICTED, Hit, TimelineView
 from app.whatif.compare_view import CompareView
 from app.whatif.config_panel import ConfigPanel
@@ -42,12 +45,13 @@ from app.whatif.scenario_export import ScenarioExport
 from app.whatif.scenarios import ScenarioList
 from app.whatif.session_keeping import JobHost, SessionKeeping
 from app.whatif.workbench_menus import WorkbenchMenus
+from app.whatif.workbench_state import WorkbenchState
 from lumos_core.replay.warm_up import COMPILING
 
 __all__ = ["JobHost", "WhatIfWorkbench"]
 
 
-class WhatIfWorkbench(WorkbenchMenus, OverlayChoice, ScenarioExport, SessionKeeping, RunRequests, QObject):
+class WhatIfWorkbench(QObject):
     """See the module docstring."""
 
     scenario_added = Signal(object)  # Scenario
@@ -58,21 +62,28 @@ class WhatIfWorkbench(WorkbenchMenus, OverlayChoice, ScenarioExport, SessionKeep
     session_restored = Signal()
     reveal_requested = Signal(object)  # a widget of the workbench to bring to the front; None: the timeline
 
+    # the public face of the parts: each name says which part owns it
+    loaded, is_demo, scenarios = Forward("state"), Forward("state"), Forward("state")
+    shown, baseline_us, last_error = Forward("state"), Forward("state"), Forward("state")
+    scenario_named = Forward("state")
+    mode_chosen, mode_combo, overlay_note = Forward("overlay"), Forward("overlay"), Forward("overlay")
+    set_overlay_mode = Forward("overlay")
+    profile_button, set_hardware_profile = Forward("requests"), Forward("requests")
+    request_replay, request_estimate = Forward("requests"), Forward("requests")
+    enqueue_estimate, request_sweep = Forward("requests"), Forward("requests")
+    request_predict_from, enqueue_predict_from = Forward("requests"), Forward("requests")
+    export_timeline, export_tables, exporting = Forward("exports"), Forward("exports"), Forward("exports")
+    session, save_session, open_session = Forward("sessions"), Forward("sessions"), Forward("sessions")
+    pending_session = Forward("sessions")
+    install_toolbar, install_file_menu, install_menus = Forward("menus"), Forward("menus"), Forward("menus")
+
     def __init__(self, host: JobHost, timeline: TimelineView, theme: Theme, parent: QWidget) -> None:
         super().__init__(parent)
-        self.host = host
         self.timeline = timeline
-        self._parent_widget = parent
-        self.loaded: LoadedJob | None = None
-        self.is_demo = False
-        self.scenarios: dict[int, Scenario] = {}
-        self.shown: Scenario | None = None
-        self.baseline_us: float | None = None
-        self.last_error = ""
+        self.state = WorkbenchState()
         self.last_notice = ""
         self.timings: dict[str, float] = {}
         self.auto_replay = True  # replay the traced configuration when a job opens
-        self.init_exports()
 
         self.runner = WhatIfRunner(self)
         self.panel = ConfigPanel()
@@ -81,20 +92,18 @@ class WhatIfWorkbench(WorkbenchMenus, OverlayChoice, ScenarioExport, SessionKeep
         self.compare = CompareView(theme)
         self.sweep = SweepView(theme)
         self.measured_compare = MeasuredCompare(timeline, parent)
-        self.profile_button = QPushButton(self.profile_text())
-        self.profile_button.setToolTip(
-            "Estimate with a hardware profile fitted on your cluster's runs (lumos calibrate): GEMM "
-            "rates per shape class and collective parameters"
+        self.overlay = OverlayChoice(timeline, self.state)
+        self.requests = RunRequests(self.runner, self.panel, self.state, parent)
+        self.exports = ScenarioExport(self.state, parent)
+        self.sessions = SessionKeeping(
+            host, self.runner, timeline, self.compare, self.overlay, self.state, parent
         )
-        self.profile_button.clicked.connect(self.ask_hardware_profile)
-        self.panel.add_action(self.profile_button)
         self.config_dock = QDockWidget("What-if")
         self.config_dock.setObjectName("WhatIfDock")
         self.config_dock.setWidget(self.panel)
         self.scenario_dock = QDockWidget("Scenarios")
         self.scenario_dock.setObjectName("ScenariosDock")
         self.scenario_dock.setWidget(self.scenario_list)
-        self.build_overlay_controls()
         # what-if news in its own corner of the status bar: it never covers the window's status
         self.status = ElidedLabel()
         self.status.setContentsMargins(8, 0, 8, 0)
@@ -105,6 +114,12 @@ class WhatIfWorkbench(WorkbenchMenus, OverlayChoice, ScenarioExport, SessionKeep
         self._summary_timer.setSingleShot(True)
         self._summary_timer.setInterval(0)
         self._summary_timer.timeout.connect(self._show_summary)
+        for part in (self.requests, self.exports, self.sessions):
+            part.notice.connect(self.notify)
+        for part in (self.requests, self.sessions):
+            part.show_requested.connect(self.show_scenario)
+        self.exports.exported.connect(self.exported)
+        self.exports.failed.connect(self.run_failed)
 
         r = self.runner
         r.started.connect(self._on_started)
@@ -117,8 +132,10 @@ class WhatIfWorkbench(WorkbenchMenus, OverlayChoice, ScenarioExport, SessionKeep
         r.idle.connect(self.settle)
         r.baseline_changed.connect(self._on_baseline_changed)
         p = self.panel
-        p.estimate_requested.connect(lambda changes, name: self.request_estimate(changes, name or None))
-        p.replay_requested.connect(self.request_replay)
+        p.estimate_requested.connect(
+            lambda changes, name: self.requests.request_estimate(changes, name or None)
+        )
+        p.replay_requested.connect(self.requests.request_replay)
         p.overrides_changed.connect(self.runner.set_overrides)
         p.cancel_requested.connect(self.runner.cancel)
         sl = self.scenario_list
@@ -126,30 +143,29 @@ class WhatIfWorkbench(WorkbenchMenus, OverlayChoice, ScenarioExport, SessionKeep
         sl.compare_requested.connect(self.compare_pair)
         sl.remove_requested.connect(self.remove_scenario)
         sl.renamed.connect(self.rename_scenario)
-        sl.export_timeline_requested.connect(self.ask_export_timeline)
-        sl.export_tables_requested.connect(self.ask_export_tables)
-        self.prediction.gpu_bound_requested.connect(lambda changes: self.request_estimate(changes))
-        self.sweep.sweep_requested.connect(self.request_sweep)
-        self.sweep.keep_requested.connect(lambda knob, value: self.request_estimate({knob: value}))
+        sl.export_timeline_requested.connect(self.exports.ask_export_timeline)
+        sl.export_tables_requested.connect(self.exports.ask_export_tables)
+        self.prediction.gpu_bound_requested.connect(lambda changes: self.requests.request_estimate(changes))
+        self.sweep.sweep_requested.connect(self.requests.request_sweep)
+        self.sweep.keep_requested.connect(lambda knob, value: self.requests.request_estimate({knob: value}))
         # the grid sweep puts its button on the panel; its picks come back as estimates
         self.grid_sweep = GridSweepDialog(self.runner, self.panel, theme, parent)
-        self.grid_sweep.scenario_requested.connect(lambda changes: self.request_estimate(changes))
+        self.grid_sweep.scenario_requested.connect(lambda changes: self.requests.request_estimate(changes))
+        self.menus = WorkbenchMenus(
+            (self.config_dock, self.scenario_dock),
+            (self.compare, self.sweep, self.measured_compare),
+            (self.runner, self.panel, self.grid_sweep),
+            (self.overlay, self.requests, self.exports, self.sessions),
+            self.state,
+        )
+        self.menus.reveal_requested.connect(self.reveal_requested)
         self._on_baseline_changed()
 
     # ---------------------------------------------------------------- window integration
-    def dialog_parent(self) -> QWidget | None:
-        """The widget file dialogs open over."""
-        return self._parent_widget
-
     def set_job(self, loaded: LoadedJob | None, demo: bool = False) -> None:
         """A new job: forget every scenario, start the baseline replay (or a reopened session)."""
-        session, self.pending_session = self.pending_session, None
-        self.loaded = loaded
-        self.is_demo = demo
-        self.scenarios = {}
-        self.shown = None
-        self.baseline_us = None
-        self.last_error = ""
+        session = self.sessions.take_pending()
+        self.state.reset(loaded, demo)
         self.scenario_list.clear()
         self.compare.set_job(loaded)
         self.measured_compare.set_job(loaded)
@@ -157,14 +173,15 @@ class WhatIfWorkbench(WorkbenchMenus, OverlayChoice, ScenarioExport, SessionKeep
         self.panel.show_error("")
         self.runner.set_job(loaded, session.baseline_overrides if session else None)
         self.timeline.set_prediction(None)
-        self.update_shown_label()
+        self.overlay.update_shown_label()
         if loaded is None:
             return
         if loaded.baseline is None and self.runner.baseline is None:
             self.panel.show_error(loaded.baseline_error)
             return
         if session is not None:
-            self.restore_scenarios(session)
+            if not self.sessions.restore_scenarios(session):  # an empty session
+                self.settle()
         elif self.auto_replay:
             self.runner.enqueue(Request("replay", auto=True))
 
@@ -172,7 +189,7 @@ class WhatIfWorkbench(WorkbenchMenus, OverlayChoice, ScenarioExport, SessionKeep
         self.runner.shutdown()
         self.measured_compare.shutdown()
         self.grid_sweep.shutdown()
-        self.stop_exports()
+        self.exports.stop()
 
     def apply_theme(self, theme: Theme) -> None:
         self.overlay_note.setStyleSheet(f"background: {theme.background}; color: {theme.foreground};")
@@ -207,24 +224,19 @@ class WhatIfWorkbench(WorkbenchMenus, OverlayChoice, ScenarioExport, SessionKeep
 
     def _on_scenario(self, s: Scenario) -> None:
         t0 = time.perf_counter()
-        names = {x.name for x in self.scenarios.values()}
-        if s.summary.name in names:
-            k = 2
-            while f"{s.summary.name} ({k})" in names:
-                k += 1
-            s.summary.name = f"{s.summary.name} ({k})"
+        s.summary.name = self.state.unique_name(s.summary.name)
         self.scenarios[s.id] = s
         if s.kind == "replay" and self.baseline_us is None:
             self.baseline_us = s.summary.iteration_us
             self.scenario_list.add(s, self.baseline_us)
-            self.scenario_list.refresh(list(self.scenarios.values()), self.baseline_us)
+            self.scenario_list.refresh(self.state.listed(), self.baseline_us)
         else:
             self.scenario_list.add(s, self.baseline_us)
-        self.compare.set_scenarios(list(self.scenarios.values()))
+        self.compare.set_scenarios(self.state.listed())
         running = self.runner.running  # the request that produced ``s``
         auto = running is not None and running.auto
         # the automatic baseline replay never replaces what the user asked to see
-        if self.restoring is None and (self.shown is None or not auto):
+        if self.sessions.restoring is None and (self.shown is None or not auto):
             self.show_scenario(s.id)
         self.timings["last_run_s"] = s.seconds
         self.timings["last_show_s"] = time.perf_counter() - t0
@@ -254,9 +266,7 @@ class WhatIfWorkbench(WorkbenchMenus, OverlayChoice, ScenarioExport, SessionKeep
     def settle(self) -> None:
         """Nothing runs any more: the panel says so, a reopened session gets its view back."""
         self.panel.set_running(False, self.panel.run_label.text() if self.last_error else "")
-        if self.restoring is not None:
-            session, self.restoring = self.restoring, None
-            self.apply_view(session)
+        if self.sessions.settle():
             self.session_restored.emit()
         self.idle.emit()
 
@@ -275,15 +285,15 @@ class WhatIfWorkbench(WorkbenchMenus, OverlayChoice, ScenarioExport, SessionKeep
             self._summary_timer.stop()
             self.prediction.show_summary(None)
         else:
-            self.timeline.set_prediction(s.overlay, self.mode_for(s))
+            self.timeline.set_prediction(s.overlay, self.overlay.mode_for(s))
             # the tables next event-loop turn: drawing the overlay and sizing the table columns
             # (tens of ms each on a busy machine) then never add up to one long stall
             self._summary_timer.start()
             self.scenario_list.select(s.id)
             self.panel.set_changes(s.changes)
             self.reveal_requested.emit(self.prediction)
-        self.sync_mode_combo()
-        self.update_shown_label()
+        self.overlay.sync_mode_combo()
+        self.overlay.update_shown_label()
         self.scenario_shown.emit(s)
 
     def _show_summary(self) -> None:
@@ -294,7 +304,7 @@ class WhatIfWorkbench(WorkbenchMenus, OverlayChoice, ScenarioExport, SessionKeep
         if s is None:
             return
         self.scenario_list.remove(scenario_id)
-        self.compare.set_scenarios(list(self.scenarios.values()))
+        self.compare.set_scenarios(self.state.listed())
         if self.shown is s:
             self.show_scenario(None)
 
@@ -303,19 +313,16 @@ class WhatIfWorkbench(WorkbenchMenus, OverlayChoice, ScenarioExport, SessionKeep
         if s is None or not name:
             return
         s.summary.name = name
-        self.scenario_list.refresh(list(self.scenarios.values()), self.baseline_us)
-        self.compare.set_scenarios(list(self.scenarios.values()))
-        self.update_shown_label()
+        self.scenario_list.refresh(self.state.listed(), self.baseline_us)
+        self.compare.set_scenarios(self.state.listed())
+        self.overlay.update_shown_label()
         if self.shown is s:
             self.prediction.show_summary(s.summary)
 
     def compare_pair(self, a: int, b: int) -> None:
-        self.compare.set_scenarios(list(self.scenarios.values()))
+        self.compare.set_scenarios(self.state.listed())
         self.compare.show_pair(a, b)
         self.reveal_requested.emit(self.compare)
-
-    def scenario_named(self, name: str) -> Scenario | None:
-        return next((s for s in self.scenarios.values() if s.name == name), None)
 
     def describe_hit(self, hit: Hit) -> EventDetails:
         """Details of a task, with the shown scenario's prediction for it (and why)."""

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from app.timeline.lane_data import RowTable
+from app.view_model.lane_data import RowTable
 from lumos_core.trace.model import RankTrace
 
 

@@ -21,8 +21,8 @@ from typing import Any, TypeVar
 import numpy as np
 
 from app.settings import cache_config
-from app.timeline.overview_data import RankActivity, job_activity
-from app.timeline.row_tables import RowTables, row_shape
+from app.view_model.overview_data import RankActivity, job_activity
+from app.view_model.row_tables import RowTables, row_shape
 from lumos_core.errors import LumosError
 from lumos_core.graph.build import build_graph
 from lumos_core.graph.model import ExecutionGraph
@@ -183,7 +183,7 @@ def lanes_of(
 ) -> LoadedJob:
     """Drawing data of an already loaded job, and what decides how it is first shown. Row tables
     are built only for the ranks the first picture shows (:func:`first_shown`); the others are
-    built when their lanes come into view (:mod:`app.timeline.row_tables`)."""
+    built when their lanes come into view (:mod:`app.view_model.row_tables`)."""
     t0 = time.perf_counter() if t0 is None else t0
     n = len(job.ranks)
     families = []

@@ -10,7 +10,15 @@ from typing import Any
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QWidget
 
-from app.whatif.headline import GPU_BOUND_BUTTON, GPU_BOUND_TIP
+from lumos_core.whatif.throughput import GPU_BOUND_CPU_SCALE
+
+# in app/panels, below both packages that show the banner (app/whatif, app/sweep)
+GPU_BOUND_BUTTON = f"Assume GPU-bound (Host time × {GPU_BOUND_CPU_SCALE})"
+GPU_BOUND_TIP = (
+    f"Estimate this configuration again with the host (CPU) time × {GPU_BOUND_CPU_SCALE}, what CUDA "
+    "graphs or torch.compile typically leave of an eager PyTorch job's Python and launch time: the "
+    "GPU change then shows in the iteration"
+)
 
 
 class CpuPacedBanner(QFrame):

@@ -1,6 +1,6 @@
 """Every rank's row tables, built when their lanes are shown and kept within a memory budget.
 
-A :class:`~app.timeline.lane_data.RowTable` costs a sort and a gathered copy of the rank's drawable
+A :class:`~app.view_model.lane_data.RowTable` costs a sort and a gathered copy of the rank's drawable
 events (~1.5 ms and ~0.9 MB per rank of the 512-rank 175B job: 0.7-1.0 CPU s and 0.48 GB for all
 of them), but a timeline shows a few dozen rows at a time and a grouped job only one rank per group.
 :class:`RowTables` therefore starts with a :class:`RowShape` per rank: which (lane, depth) rows the
@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from app.timeline.lane_data import RowTable, build_row_table, drawable_events, empty_table
+from app.view_model.lane_data import RowTable, build_row_table, drawable_events, empty_table
 from lumos_core.trace.model import RankTrace
 
 _NS_PER_MS = 1e6

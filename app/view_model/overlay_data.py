@@ -4,7 +4,7 @@ Two shapes, chosen by what the engine returned:
 
 * *aligned*: the predicted ranks are the traced ranks with new times (replays; DP, TP, model-size
   and GPU what-ifs): same events, same lanes. Each is drawn in the rows of the traced rank it comes
-  from, so the overlay is a second :class:`~app.timeline.layer.Layer` indexed like the measured one
+  from, so the overlay is a second :class:`~app.view_model.layer.Layer` indexed like the measured one
   (ghost, paired rows, or predicted only). When the predicted job has more ranks than were traced
   (DP 16 from 8), the simulated ranks stand for several; their headers say so ("rank 0 (= ranks
   0, 8)").
@@ -20,10 +20,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from app.loaded_job import LoadedJob
-from app.timeline.lane_data import RowTable, drawable_events
-from app.timeline.layer import IterationMark
-from app.timeline.row_tables import RowTables
+from app.view_model.loaded_job import LoadedJob
+from app.view_model.lane_data import RowTable, drawable_events
+from app.view_model.layer import IterationMark
+from app.view_model.row_tables import RowTables
 from lumos_core.replay.breakdown import iteration_windows
 from lumos_core.trace.kernel_families import event_families
 from lumos_core.trace.model import RankTrace
