@@ -33,7 +33,7 @@ from app.panels.summary_panes import SummaryPanes
 from app.timeline.timeline_view import TimelineView
 from app.window_chrome import Banner
 from app.window_menus import WindowStatus
-from lumos_core.trace.loader import TRACE_SUFFIXES
+from lumos_core.api.loading import TRACE_SUFFIXES
 
 DROP_HINT = "Drop to open this job; hold Shift (or drop on the Diff pane) to compare it with the open one"
 

@@ -19,8 +19,7 @@ from PySide6.QtWidgets import QTextBrowser, QWidget
 from app.loaded_job import LoadedJob
 from app.theme import LIGHT, Theme
 from app.timeline.span_item import format_duration_ms
-from lumos_core.trace.graph_launches import graph_launch_number
-from lumos_core.trace.kernel_families import Family
+from lumos_core.api.views import Family, graph_launch_number
 from lumos_core.trace.model import GPU_ACTIVITY_KINDS, CollectiveKind, Kind
 
 _ACTIVITY = np.asarray([int(k) for k in GPU_ACTIVITY_KINDS], np.int8)

@@ -15,8 +15,7 @@ from PySide6.QtWidgets import QComboBox, QLabel, QWidget
 from app.loaded_job import LoadedJob
 from app.panels.table_model import Column, ns_as_ms
 from app.panels.table_pane import TablePane, note_above_tables
-from lumos_core.trace.memory_summary import NO_MEMORY_HINT, DeviceMemory, format_bytes
-from lumos_core.trace.operator_stats import OperatorStat, operator_table
+from lumos_core.api.views import NO_MEMORY_HINT, DeviceMemory, OperatorStat, format_bytes, operator_table
 
 
 @dataclass(frozen=True)

@@ -34,19 +34,22 @@ from app.panels.table_model import Column, ns_as_ms, ns_as_us
 from app.panels.table_pane import TablePane, write_tables
 from app.plot_theme import theme_plot
 from app.theme import LIGHT, Theme
-from lumos_core.replay.breakdown_groups import ChartBar, consecutive_groups, group_bars
-from lumos_core.replay.summaries import (
+from lumos_core.api.views import (
+    ChartBar,
     ClockStat,
     CollectiveStat,
+    Family,
     IterationStat,
     KernelStat,
     RankBreakdownStat,
+    consecutive_groups,
+    default_role,
+    group_bars,
     rank_breakdown_table,
+    rank_from_file_name,
+    rank_groups,
     top_kernels,
 )
-from lumos_core.trace.kernel_families import Family
-from lumos_core.trace.loader import rank_from_file_name
-from lumos_core.whatif.rank_groups import default_role, rank_groups
 
 BREAKDOWN = [
     ("exposed compute", "#4E79A7"),

@@ -22,7 +22,7 @@ from app.timeline.lane_data import RowTable, Spans
 from app.timeline.lane_layout import LaneLayout, RowKind
 from app.timeline.layer import IterationMark, Layer, LayerStyle
 from app.timeline.row_tables import ready_table
-from lumos_core.trace.kernel_families import N_FAMILIES
+from lumos_core.api.views import N_FAMILIES
 from lumos_core.trace.model import RankTrace
 
 MAX_LABELS = 600  # text labels per frame; beyond that text only costs time and reads as noise

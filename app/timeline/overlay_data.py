@@ -24,10 +24,9 @@ from app.loaded_job import LoadedJob
 from app.timeline.lane_data import RowTable, drawable_events
 from app.timeline.layer import IterationMark
 from app.timeline.row_tables import RowTables
-from lumos_core.replay.breakdown import iteration_windows
-from lumos_core.trace.kernel_families import event_families
+from lumos_core.api.scenarios import ScenarioSummary, traced_sources
+from lumos_core.api.views import event_families, iteration_windows
 from lumos_core.trace.model import RankTrace
-from lumos_core.whatif.scenario import ScenarioSummary, traced_sources
 
 
 @dataclass

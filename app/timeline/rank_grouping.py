@@ -15,7 +15,7 @@ from PySide6.QtWidgets import QCheckBox, QComboBox, QHBoxLayout, QLabel, QWidget
 
 from app.loaded_job import LoadedJob, opening_grouping
 from app.timeline.state import TimelineState
-from lumos_core.whatif.rank_groups import RankGroup, rank_groups
+from lumos_core.api.views import RankGroup, rank_groups
 
 GROUPING_CHOICES = [
     ("all ranks, in rank order", ""),

@@ -22,7 +22,7 @@ from app.timeline.navigation import TimelineNavigation
 from app.timeline.span_item import Marker, OverlayItem, format_duration_ms
 from app.timeline.stall_item import StallItem
 from app.timeline.state import TimelineState
-from lumos_core.trace.kernel_families import Family
+from lumos_core.api.views import Family
 from lumos_core.trace.model import GPU_ACTIVITY_KINDS, Kind, RankTrace
 
 

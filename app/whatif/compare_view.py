@@ -34,7 +34,7 @@ from app.theme import LIGHT, Theme
 from app.timeline.timeline_view import TimelineView
 from app.whatif.headline import rate_text
 from app.whatif.runner import Scenario
-from lumos_core.whatif.scenario import DeltaRow, compare
+from lumos_core.api.scenarios import DeltaRow, compare
 
 
 def _num(v: float) -> str:

@@ -46,7 +46,7 @@ from app.whatif.scenarios import ScenarioList
 from app.whatif.session_keeping import JobHost, SessionKeeping
 from app.whatif.workbench_menus import WorkbenchMenus
 from app.whatif.workbench_state import WorkbenchState
-from lumos_core.replay.warm_up import COMPILING
+from lumos_core.api.loading import COMPILING
 
 __all__ = ["JobHost", "WhatIfWorkbench"]
 
