@@ -43,7 +43,8 @@ def engine_imports(path: Path) -> list[tuple[int, str]]:
             out.append((node.lineno, node.module))
             for a in node.names:
                 sub = f"{node.module}.{a.name}"
-                if (REPO / (sub.replace(".", "/") + ".py")).is_file() or (REPO / sub.replace(".", "/")).is_dir():
+                where = REPO / sub.replace(".", "/")
+                if where.with_suffix(".py").is_file() or where.is_dir():
                     out.append((node.lineno, sub))
     return out
 
