@@ -13,11 +13,11 @@ from collections.abc import Sequence
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
-    from lumos_core.cli import COMMANDS, split_global_options
+    from lumos_core import COMMANDS, split_global_options
 
     command = split_global_options(args)[0][:1]  # after `--cache-max SIZE`, if given first
     if command and command[0] in COMMANDS:
-        from lumos_core.cli import main as cli_main
+        from lumos_core import main as cli_main
 
         return cli_main(args)
     # the doctor needs no Qt to run (it reports a broken one), so it never reaches the launcher

@@ -9,17 +9,17 @@ from collections.abc import Callable
 from PySide6.QtWidgets import QInputDialog, QLineEdit, QMessageBox, QWidget
 
 from app import settings
+from lumos_core.api.loading import format_size
 from lumos_core.errors import LumosError
-from lumos_core.trace.cache_config import format_size
 
 Ask = Callable[..., tuple[str, bool]]
 
 
 def cache_summary() -> str:
     """Where the cache is, how big it is now and its cap (what the dialog shows)."""
-    from lumos_core.commands.cache import describe
+    from lumos_core.api.loading import cache_info
 
-    d = describe(settings.cache_config())
+    d = cache_info(settings.cache_config())
     return f"{d['location']}\nholds {format_size(d['bytes'])} in {d['entries']} entries; cap {d['cap']}"
 
 

@@ -14,7 +14,7 @@ DEMO_UNAVAILABLE = (
 def demo_generator() -> Callable[[Callable[[float, str], None]], Path] | None:
     """``demo_job_path(progress) -> folder`` from the engine, or None if this build has none."""
     try:
-        from lumos_core.synth.demo import demo_job_path
+        from lumos_core.api.loading import demo_job_path
     except ImportError:
         return None
     return demo_job_path  # type: ignore[no-any-return]

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from app.platform_check import EXIT_NO_PLATFORM, PlatformReport, check
 
 if TYPE_CHECKING:
-    from lumos_core.trace.cache_config import CacheConfig
+    from lumos_core.api.loading import CacheConfig
 
 PROBE_FLAG = "--platform-probe"
 PROBE_TIMEOUT_S = 30
@@ -59,17 +59,16 @@ def _cache_config() -> CacheConfig:
 
         return cache_config()
     except Exception:  # no usable Qt: the doctor still reports the cache
-        from lumos_core.trace.cache_config import CacheConfig
+        from lumos_core.api.loading import CacheConfig
 
         return CacheConfig.resolve()
 
 
 def _cache_line() -> str:
-    from lumos_core.commands.cache import describe
-    from lumos_core.trace.cache_config import format_size
+    from lumos_core.api.loading import cache_info, format_size
 
     config = _cache_config()
-    d = describe(config)
+    d = cache_info(config)
     where = f"{d['location']}" + ("" if d["exists"] else " (not created yet)")
     return (
         f"{where} ({format_size(d['bytes'])} in {d['entries']} entries"
@@ -78,7 +77,7 @@ def _cache_line() -> str:
 
 
 def _gpus_line() -> str:
-    from lumos_core.perf.hardware import GPUS
+    from lumos_core.api.knobs import GPUS
 
     return ", ".join(f"{name} ({p.device_name})" for name, p in GPUS.items())
 

@@ -28,12 +28,12 @@ from PySide6.QtWidgets import QDockWidget, QFileDialog, QMainWindow
 from app import settings
 from app.demo_source import DEMO_UNAVAILABLE, demo_generator
 from app.jobs import BackgroundTask
-from app.view_model.loaded_job import JobSummaries, LoadedJob, prepare_lanes, summarise_job
 from app.panels.summary_panes import SummaryPanes
 from app.timeline.timeline_view import TimelineView
+from app.view_model.loaded_job import JobSummaries, LoadedJob, prepare_lanes, summarise_job
 from app.window_chrome import Banner
 from app.window_menus import WindowStatus
-from lumos_core.trace.loader import TRACE_SUFFIXES
+from lumos_core.api.loading import TRACE_SUFFIXES
 
 DROP_HINT = "Drop to open this job; hold Shift (or drop on the Diff pane) to compare it with the open one"
 

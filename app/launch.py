@@ -76,7 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _engine_commands() -> dict[str, str]:
     try:
-        from lumos_core.cli import COMMANDS
+        from lumos_core import COMMANDS
     except ImportError:
         return {}
     return dict(COMMANDS)

@@ -32,7 +32,6 @@ from PySide6.QtWidgets import (
 
 from app import settings
 from app.job_opening import JobOpening
-from app.view_model.loaded_job import LoadedJob
 from app.panels.details_panel import DetailsPanel, describe_event
 from app.panels.export import export_png, export_svg
 from app.panels.summary_panes import SummaryPanes
@@ -40,6 +39,7 @@ from app.theme import LIGHT, THEMES, Theme, apply_palette
 from app.timeline.span_item import format_duration_ms
 from app.timeline.state import Forward
 from app.timeline.timeline_view import Hit, TimelineView
+from app.view_model.loaded_job import LoadedJob
 from app.whatif.workbench import WhatIfWorkbench
 from app.window_chrome import Banner, LegendBar, WelcomePage
 from app.window_menus import WindowMenus, WindowStatus

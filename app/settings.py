@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from PySide6.QtCore import QSettings
 
 if TYPE_CHECKING:
-    from lumos_core.trace.cache_config import CacheConfig
+    from lumos_core.api.loading import CacheConfig
 
 MAX_RECENT = 10
 
@@ -55,7 +55,7 @@ def cache_max_setting() -> str:
 
 def set_cache_max_setting(text: str) -> None:
     """Save the cache cap; LumosError (saving nothing) if ``text`` is not a size."""
-    from lumos_core.trace.cache_config import parse_size
+    from lumos_core.api.loading import parse_size
 
     text = text.strip()
     if text:
@@ -68,8 +68,8 @@ def set_cache_max_setting(text: str) -> None:
 def cache_config() -> CacheConfig:
     """The cache the app loads with: $LUMOS_CACHE_DIR/$LUMOS_CACHE_MAX (user overrides), else the
     saved cap, else the defaults. A setting that cannot be read falls back to the default cap."""
+    from lumos_core.api.loading import CacheConfig, default_root
     from lumos_core.errors import LumosError
-    from lumos_core.trace.cache_config import CacheConfig, default_root
 
     try:
         return CacheConfig.resolve(setting=cache_max_setting())

@@ -13,7 +13,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor, QGuiApplication, QPalette
 from PySide6.QtWidgets import QApplication
 
-from lumos_core.trace.kernel_families import N_FAMILIES, Family
+from lumos_core.api.views import N_FAMILIES, Family
 
 FAMILY_HEX: dict[Family, str] = {
     Family.GEMM: "#4E79A7",

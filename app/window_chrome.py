@@ -18,7 +18,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.theme import Theme
-from lumos_core.trace.kernel_families import Family
+from lumos_core.api.views import Family
 
 KEYS_HELP = (
     "Wheel: zoom at the cursor · Shift+wheel: scroll rows · drag: pan · Shift+drag: measure · "

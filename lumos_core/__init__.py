@@ -5,6 +5,10 @@ The public API (docs/api.md): ``lumos_core.open(path) -> Job``; ``job.replay()``
 ``job.sweep(grid)``, each result with ``to_dict()`` and ``to_pandas()``. The data model (``RankTrace``,
 ``Kind``, ...; the loaded traces of a job are a ``TracedJob``) is exported beside it.
 
+The command line is callable too: ``lumos_core.main(["replay", path, "--json"])`` returns its exit
+code; ``lumos_core.COMMANDS`` names its commands and ``lumos_core.split_global_options(argv)`` takes
+the options given before one (``--cache-max SIZE``) off an argument list.
+
 Headless by design: nothing here imports Qt, pyqtgraph or the app. The API is imported on first use
 (``lumos_core.open``), so ``import lumos_core`` and the command line start without the engine.
 """
@@ -33,15 +37,24 @@ _API = {
 }
 
 
+# the command line's entry points, imported when first used (the command modules are not)
+_CLI = {"COMMANDS", "main", "split_global_options"}
+
+
 def __getattr__(name: str) -> Any:
     if name in _API:
         from lumos_core import api
 
         return getattr(api, name)
+    if name in _CLI:
+        from lumos_core import cli
+
+        return getattr(cli, name)
     raise AttributeError(f"module 'lumos_core' has no attribute {name!r}")
 
 
 __all__ = [
+    "COMMANDS",
     "Cancelled",
     "CollectiveKind",
     "ConfigError",
@@ -66,6 +79,8 @@ __all__ = [
     "ValidationReport",
     "discover_trace_files",
     "load_job",
+    "main",
     "no_progress",
     "open",
+    "split_global_options",
 ]

@@ -10,11 +10,11 @@ import pytest
 from app_helpers import color_pixels
 from conftest import REPO
 
-from app.view_model.loaded_job import prepare_job
 from app.panels.summary_panes import SummaryPanes
 from app.timeline.lane_layout import MEMORY_ROWS, RowKind
 from app.timeline.memory_lane import ALLOCATED, PEAK, step_points
 from app.timeline.timeline_view import TimelineView
+from app.view_model.loaded_job import prepare_job
 from lumos_core.trace.memory_summary import NO_MEMORY_HINT
 
 MEM = REPO / "tests" / "data" / "cpu-gpt-memory" / "base"

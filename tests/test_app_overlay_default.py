@@ -13,9 +13,9 @@ from PySide6.QtWidgets import QApplication
 
 from app.theme import FAMILY_HEX
 from app.timeline.frame import outline_lines
+from app.timeline.prediction_layers import GHOST_COLOR
 from app.view_model.lane_data import build_row_table
 from app.view_model.overlay_data import format_small_ms, task_deviation
-from app.timeline.prediction_layers import GHOST_COLOR
 from lumos_core.trace.kernel_families import Family
 
 pytest_plugins = ["app_fixtures"]  # isolated QSettings

@@ -204,9 +204,9 @@ def test_grouping_by_role_shows_one_representative_per_group(win) -> None:  # ty
 
 
 def test_iterations_chart_aggregates_a_big_job_and_labels_the_straggler(qapp, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from app.view_model.loaded_job import prepare_job
     from app.panels.summary_panes import MAX_RANK_BARS, IterationChart, chart_rows
     from app.theme import LIGHT
+    from app.view_model.loaded_job import prepare_job
 
     n = MAX_RANK_BARS + 8
     lj = prepare_job(

@@ -15,11 +15,11 @@ from PySide6.QtWidgets import QApplication
 from straggler_job import write_straggler_job
 
 import app.view_model.row_tables as row_tables
-from app.view_model.loaded_job import AUTO_GROUP_RANKS, FIRST_SHOWN_RANKS, first_shown
+from app.timeline.row_table_loader import RowTableLoader
 from app.view_model.lane_data import build_row_table
+from app.view_model.loaded_job import AUTO_GROUP_RANKS, FIRST_SHOWN_RANKS, first_shown
 from app.view_model.overlay_data import TaskDeviations, task_deviation
 from app.view_model.overview_data import RankActivity
-from app.timeline.row_table_loader import RowTableLoader
 from app.view_model.row_tables import KEEP_DRAWN_S, RowTables, row_shape, tables_end_ms
 from lumos_core.trace.kernel_families import event_families
 from lumos_core.trace.loader import load_job

@@ -161,8 +161,7 @@ def test_opening_a_folder_shows_files_bytes_and_what_the_panes_wait_for(
     folder = tmp_path / "cold"  # never loaded: parsed, not read from the cache
     synthesize(CFG, folder)
     compiling = lambda: warm_up_module.COMPILING  # noqa: E731 - as on a machine's first run
-    monkeypatch.setattr("app.whatif.runner.warm_up_message", compiling)
-    monkeypatch.setattr("app.view_model.loaded_job.warm_up_message", compiling)
+    monkeypatch.setattr("lumos_core.api.loading.warm_up_message", compiling)  # the app warms up through it
     w = make_window()
     qtbot.addWidget(w)
     statuses: list[str] = []

@@ -466,8 +466,8 @@ def test_a_second_layer_draws_into_the_same_rows(win, view) -> None:
     layer with its own style, without touching the layout or the picking of the measured layer."""
     import dataclasses
 
-    from app.view_model.lane_data import build_row_table
     from app.timeline.span_item import Layer, LayerStyle
+    from app.view_model.lane_data import build_row_table
 
     lj = win.loaded
     ghost_ranks = [

@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 from conftest import REPO
 
-from app.view_model.loaded_job import prepare_loaded
 from app.theme import LIGHT
 from app.timeline.search import TimelineSearch
 from app.timeline.state import Forward, TimelineState
+from app.view_model.loaded_job import prepare_loaded
 from lumos_core import load_job
 
 DATA = REPO / "tests" / "data" / "cpu-gpt" / "base"

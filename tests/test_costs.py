@@ -14,8 +14,8 @@ from lumos_core.perf.costs import (
     gemm_flops,
     gemm_time,
     memory_time,
-    wave_factor,
     spans_nodes,
+    wave_factor,
 )
 from lumos_core.perf.hardware import get_gpu
 from lumos_core.perf.nccl import NcclModel

@@ -100,8 +100,8 @@ def test_without_the_graph_order_the_branch_runs_too_early(job) -> None:
 
 
 def test_details_panel_says_which_graph_launch(job) -> None:
-    from app.view_model.loaded_job import prepare_loaded
     from app.panels.details_panel import describe_event
+    from app.view_model.loaded_job import prepare_loaded
 
     loaded = prepare_loaded("synthetic", job, lambda f, m: None)
     t = job.ranks[0]

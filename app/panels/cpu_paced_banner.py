@@ -10,7 +10,7 @@ from typing import Any
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QWidget
 
-from lumos_core.whatif.throughput import GPU_BOUND_CPU_SCALE
+from lumos_core.api.knobs import GPU_BOUND_CPU_SCALE
 
 # in app/panels, below both packages that show the banner (app/whatif, app/sweep)
 GPU_BOUND_BUTTON = f"Assume GPU-bound (Host time × {GPU_BOUND_CPU_SCALE})"

@@ -16,11 +16,10 @@ from pathlib import Path
 import numpy as np
 from PySide6.QtWidgets import QTextBrowser, QWidget
 
-from app.view_model.loaded_job import LoadedJob
 from app.theme import LIGHT, Theme
 from app.timeline.span_item import format_duration_ms
-from lumos_core.trace.graph_launches import graph_launch_number
-from lumos_core.trace.kernel_families import Family
+from app.view_model.loaded_job import LoadedJob
+from lumos_core.api.views import Family, graph_launch_number
 from lumos_core.trace.model import GPU_ACTIVITY_KINDS, CollectiveKind, Kind
 
 _ACTIVITY = np.asarray([int(k) for k in GPU_ACTIVITY_KINDS], np.int8)

@@ -32,7 +32,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from lumos_core.compare.canonical import search_text
+from lumos_core.api.views import search_text
 
 COLUMNS = ["what", "A ms", "B ms", "B−A ms", "Δ %"]
 NUMERIC = (1, 2, 3, 4)

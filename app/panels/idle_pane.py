@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from PySide6.QtCore import QModelIndex, Signal
 from PySide6.QtWidgets import QLabel, QWidget
 
-from app.view_model.loaded_job import LoadedJob
 from app.panels.table_model import Column, ns_as_ms, ns_as_us
 from app.panels.table_pane import TablePane, note_above_tables
-from lumos_core.replay.idle import CAUSE_INFO, Delay, IdleRow
+from app.view_model.loaded_job import LoadedJob
+from lumos_core.api.views import CAUSE_INFO, Delay, IdleRow
 
 _UNEXPLAINED_TIP = next(c.tip for c in CAUSE_INFO if c.name == "unexplained")
 

@@ -12,11 +12,10 @@ from dataclasses import dataclass
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QComboBox, QLabel, QWidget
 
-from app.view_model.loaded_job import LoadedJob
 from app.panels.table_model import Column, ns_as_ms
 from app.panels.table_pane import TablePane, note_above_tables
-from lumos_core.trace.memory_summary import NO_MEMORY_HINT, DeviceMemory, format_bytes
-from lumos_core.trace.operator_stats import OperatorStat, operator_table
+from app.view_model.loaded_job import LoadedJob
+from lumos_core.api.views import NO_MEMORY_HINT, DeviceMemory, OperatorStat, format_bytes, operator_table
 
 
 @dataclass(frozen=True)

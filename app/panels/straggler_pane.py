@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from PySide6.QtCore import QModelIndex, Signal
 from PySide6.QtWidgets import QLabel, QWidget
 
-from app.view_model.loaded_job import LoadedJob
 from app.panels.table_model import Column, ns_as_us
 from app.panels.table_pane import TablePane, note_above_tables
+from app.view_model.loaded_job import LoadedJob
 
 
 @dataclass(frozen=True)

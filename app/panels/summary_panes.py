@@ -25,7 +25,6 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.view_model.loaded_job import LoadedJob
 from app.panels.idle_pane import IdlePane
 from app.panels.memory_panes import MemoryPane, OperatorPane
 from app.panels.rank_elide import KeepRankDelegate
@@ -34,19 +33,23 @@ from app.panels.table_model import Column, ns_as_ms, ns_as_us
 from app.panels.table_pane import TablePane, write_tables
 from app.plot_theme import theme_plot
 from app.theme import LIGHT, Theme
-from lumos_core.replay.breakdown_groups import ChartBar, consecutive_groups, group_bars
-from lumos_core.replay.summaries import (
+from app.view_model.loaded_job import LoadedJob
+from lumos_core.api.views import (
+    ChartBar,
     ClockStat,
     CollectiveStat,
+    Family,
     IterationStat,
     KernelStat,
     RankBreakdownStat,
+    consecutive_groups,
+    default_role,
+    group_bars,
     rank_breakdown_table,
+    rank_from_file_name,
+    rank_groups,
     top_kernels,
 )
-from lumos_core.trace.kernel_families import Family
-from lumos_core.trace.loader import rank_from_file_name
-from lumos_core.whatif.rank_groups import default_role, rank_groups
 
 BREAKDOWN = [
     ("exposed compute", "#4E79A7"),

@@ -20,7 +20,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.panels.table_model import Column, RowsModel, sorting_proxy
-from lumos_core.replay.summaries import write_csv
+from lumos_core.api.views import write_csv
 
 
 class TablePane(QWidget):

@@ -7,7 +7,7 @@ import os
 
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QLineEdit, QProgressBar, QPushButton, QSpinBox
 
-from lumos_core.sweep.engines import Engine, LocalEngine, RayEngine
+from lumos_core.api.sweep import Engine, LocalEngine, RayEngine
 
 
 class EngineBar:

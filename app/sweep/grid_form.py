@@ -8,10 +8,8 @@ from typing import Any
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QGridLayout, QGroupBox, QLabel, QLineEdit
 
-from lumos_core.sweep.grid import default_values
-from lumos_core.whatif.config import Baseline
-from lumos_core.whatif.knob_registry import grouped
-from lumos_core.whatif.knobs import INT_KNOBS
+from lumos_core.api.knobs import INT_KNOBS, Baseline, grouped
+from lumos_core.api.sweep import default_values
 
 # the What-if panel's knobs in its order, from the registry both are built from (not from the panel)
 KNOBS = [(k.name, k.label) for _, knobs in grouped() for k in knobs]

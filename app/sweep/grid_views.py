@@ -33,10 +33,8 @@ from app.panels.table_model import Column
 from app.sweep.pareto_chart import OUT_OF_MEMORY_COLOR, ParetoChart
 from app.sweep.sweep_view import SweepChart, row_columns
 from app.theme import Theme
-from lumos_core.sweep.grid import Grid
-from lumos_core.sweep.point import GridRow, point_key
-from lumos_core.whatif.knobs import format_changes
-from lumos_core.whatif.throughput import GPU_BOUND_CPU_SCALE, WORK_KNOBS
+from lumos_core.api.knobs import GPU_BOUND_CPU_SCALE, WORK_KNOBS, format_changes
+from lumos_core.api.sweep import Grid, GridRow, point_key
 
 VS_KNOB, PARETO = "knob", "pareto"
 

@@ -15,8 +15,7 @@ from PySide6.QtGui import QColor
 
 from app.plot_theme import theme_plot
 from app.theme import LIGHT, Theme
-from lumos_core.sweep.point import GridRow
-from lumos_core.sweep.results import pareto_front
+from lumos_core.api.sweep import GridRow, pareto_front
 
 FRONT_COLOR = "#E15759"
 OUT_OF_MEMORY_COLOR = "#DC2626"

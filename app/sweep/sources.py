@@ -11,11 +11,10 @@ if TYPE_CHECKING:
     from PySide6.QtWidgets import QPushButton
 
     from app.view_model.loaded_job import LoadedJob
+    from lumos_core.api.knobs import Baseline
+    from lumos_core.api.sweep import GridRow, SweepReport
     from lumos_core.graph.model import ExecutionGraph
     from lumos_core.progress import Progress
-    from lumos_core.sweep.point import GridRow
-    from lumos_core.sweep.run import SweepReport
-    from lumos_core.whatif.config import Baseline
 
 
 class AxisSweep(Protocol):

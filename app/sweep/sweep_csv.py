@@ -6,8 +6,7 @@ from collections.abc import Iterable
 
 from PySide6.QtWidgets import QFileDialog, QWidget
 
-from lumos_core.sweep.point import GridRow
-from lumos_core.sweep.results import ResultsFile
+from lumos_core.api.sweep import GridRow, ResultsFile
 
 
 def ask_sweep_csv(parent: QWidget) -> str:

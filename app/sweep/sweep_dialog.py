@@ -33,12 +33,10 @@ from app.sweep.sources import HeldChanges, SweepEngine
 from app.sweep.sweep_csv import ask_sweep_csv, save_sweep_rows
 from app.theme import Theme
 from app.timeline.state import Forward
+from lumos_core.api.knobs import format_changes
+from lumos_core.api.sweep import Grid, GridRow, SweepReport, parse_grid, point_key, run_grid
 from lumos_core.errors import LumosError
 from lumos_core.progress import scaled
-from lumos_core.sweep.grid import Grid, parse_grid
-from lumos_core.sweep.point import GridRow, point_key
-from lumos_core.sweep.run import SweepReport, run_grid
-from lumos_core.whatif.knobs import format_changes
 
 _REFRESH_MS = 150  # rows arrive quickly: redraw at most this often
 

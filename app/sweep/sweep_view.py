@@ -33,13 +33,11 @@ from app.plot_theme import theme_plot
 from app.sweep.sources import AxisSweep
 from app.sweep.sweep_csv import ask_sweep_csv, save_sweep_rows
 from app.theme import LIGHT, Theme
+from lumos_core.api.knobs import GPU_BOUND_CPU_SCALE, KNOB, Baseline
+from lumos_core.api.sweep import GridRow, default_values, parse_values
 from lumos_core.errors import LumosError
-from lumos_core.sweep.grid import default_values, parse_values
-from lumos_core.sweep.point import GridRow
-from lumos_core.whatif.config import KNOBS, Baseline
-from lumos_core.whatif.throughput import GPU_BOUND_CPU_SCALE
 
-SWEEP_KNOBS = [k for k in KNOBS if k != "schedule"]
+SWEEP_KNOBS = [k for k in KNOB if k != "schedule"]
 
 
 class SweepChart(pg.PlotWidget):

@@ -18,11 +18,11 @@ from PySide6.QtGui import QBrush, QColor, QFont, QFontMetricsF, QPainter, QPen
 from shiboken6 import wrapInstance
 
 from app.theme import Theme
-from app.view_model.lane_data import RowTable, Spans
 from app.timeline.lane_layout import LaneLayout, RowKind
+from app.view_model.lane_data import RowTable, Spans
 from app.view_model.layer import IterationMark, Layer, LayerStyle
 from app.view_model.row_tables import ready_table
-from lumos_core.trace.kernel_families import N_FAMILIES
+from lumos_core.api.views import N_FAMILIES
 from lumos_core.trace.model import RankTrace
 
 MAX_LABELS = 600  # text labels per frame; beyond that text only costs time and reads as noise

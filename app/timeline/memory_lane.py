@@ -19,8 +19,7 @@ from PySide6.QtGui import QColor, QFont, QFontMetricsF, QPainter, QPen, QPolygon
 from app.theme import LIGHT, Theme
 from app.timeline.extent_item import ExtentItem
 from app.timeline.lane_layout import MEMORY_ROWS, LaneLayout, RowKind
-from lumos_core.trace.memory import DEVICE_CUDA
-from lumos_core.trace.memory_summary import DeviceMemory, format_bytes
+from lumos_core.api.views import DEVICE_CUDA, DeviceMemory, format_bytes
 from lumos_core.trace.model import RankTrace
 
 ALLOCATED = "#2563EB"

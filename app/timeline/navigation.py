@@ -17,9 +17,9 @@ from PySide6.QtGui import QCursor, QKeyEvent
 from PySide6.QtWidgets import QScrollBar
 
 from app.timeline.canvas import ZOOM_STEP, LaneLabelAxis, TimelineCanvas, TimelineViewBox
-from app.view_model.layer import IterationMark
 from app.timeline.span_item import TimelineItem
 from app.timeline.state import TimelineState
+from app.view_model.layer import IterationMark
 
 ROW_PX = 20
 PAN_STEP = 0.15

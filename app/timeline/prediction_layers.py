@@ -14,20 +14,20 @@ from __future__ import annotations
 
 from PySide6.QtCore import QObject, Signal
 
-from app.view_model.loaded_job import LoadedJob
 from app.timeline.canvas import LaneLabelAxis
 from app.timeline.hit import PREDICTED
-from app.view_model.lane_data import empty_table
 from app.timeline.lane_layout import LaneLayout
-from app.view_model.layer import IterationMark, Layer, LayerStyle
 from app.timeline.memory_lane import MemoryLaneItem
 from app.timeline.navigation import TimelineNavigation
-from app.view_model.overlay_data import PredictedOverlay, measured_marks
 from app.timeline.rank_grouping import RankGrouping
-from app.view_model.row_tables import JoinedTables
 from app.timeline.span_item import OverlayItem, TimelineItem
 from app.timeline.stall_item import StallItem
 from app.timeline.state import TimelineState
+from app.view_model.lane_data import empty_table
+from app.view_model.layer import IterationMark, Layer, LayerStyle
+from app.view_model.loaded_job import LoadedJob
+from app.view_model.overlay_data import PredictedOverlay, measured_marks
+from app.view_model.row_tables import JoinedTables
 
 OVERLAY_MODES: dict[str, str] = {
     "differences": "Differences: predicted outlined only where it differs visibly",

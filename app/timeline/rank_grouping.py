@@ -13,9 +13,9 @@ from __future__ import annotations
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtWidgets import QCheckBox, QComboBox, QHBoxLayout, QLabel, QWidget
 
-from app.view_model.loaded_job import LoadedJob, opening_grouping
 from app.timeline.state import TimelineState
-from lumos_core.whatif.rank_groups import RankGroup, rank_groups
+from app.view_model.loaded_job import LoadedJob, opening_grouping
+from lumos_core.api.views import RankGroup, rank_groups
 
 GROUPING_CHOICES = [
     ("all ranks, in rank order", ""),

@@ -13,10 +13,10 @@ import numpy as np
 from PySide6.QtCore import QObject, Signal
 
 from app.timeline.hit import Hit
-from app.view_model.lane_data import drawable_events
-from app.view_model.row_tables import ready_table
 from app.timeline.span_item import TimelineItem
 from app.timeline.state import TimelineState
+from app.view_model.lane_data import drawable_events
+from app.view_model.row_tables import ready_table
 
 
 def no_matches() -> tuple[np.ndarray, np.ndarray]:

@@ -17,12 +17,12 @@ from PySide6.QtWidgets import QToolTip
 
 from app.timeline.canvas import TimelineCanvas, TimelineViewBox
 from app.timeline.hit import MEASURED, PREDICTED, Hit
-from app.view_model.lane_data import RowTable
 from app.timeline.navigation import TimelineNavigation
 from app.timeline.span_item import Marker, OverlayItem, format_duration_ms
 from app.timeline.stall_item import StallItem
 from app.timeline.state import TimelineState
-from lumos_core.trace.kernel_families import Family
+from app.view_model.lane_data import RowTable
+from lumos_core.api.views import Family
 from lumos_core.trace.model import GPU_ACTIVITY_KINDS, Kind, RankTrace
 
 

@@ -9,10 +9,10 @@ from dataclasses import dataclass
 from PySide6.QtCore import QRectF, Qt
 from PySide6.QtGui import QBrush, QColor, QPainter, QPen
 
-from app.view_model.loaded_job import LoadedJob
 from app.theme import LIGHT, Theme
 from app.timeline.extent_item import ExtentItem
 from app.timeline.lane_layout import LaneLayout
+from app.view_model.loaded_job import LoadedJob
 
 HATCH = "#D62728"
 MIN_DRAWN_NS = 1_000  # shorter delays are noise in the timestamps (µs-rounded)

@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from app.view_model.loaded_job import LoadedJob
 from app.theme import Theme
 from app.timeline.lane_layout import LaneLayout
+from app.view_model.loaded_job import LoadedJob
 from app.view_model.overlay_data import PredictedOverlay
 
 

@@ -30,7 +30,6 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QColor, QKeyEvent
 from PySide6.QtWidgets import QHBoxLayout, QScrollBar, QVBoxLayout, QWidget
 
-from app.view_model.loaded_job import LoadedJob
 from app.theme import LIGHT, Theme
 from app.timeline.canvas import (
     LABEL_WIDTH,
@@ -42,10 +41,8 @@ from app.timeline.canvas import (
 from app.timeline.hit import MEASURED, PREDICTED, Hit
 from app.timeline.lane_layout import LaneLayout
 from app.timeline.lane_rows import LaneRows
-from app.view_model.layer import Layer
 from app.timeline.memory_lane import MemoryLaneItem, curve_for
 from app.timeline.navigation import ROW_PX, TimelineNavigation
-from app.view_model.overlay_data import measured_marks
 from app.timeline.overview import OverviewStrip
 from app.timeline.prediction_layers import GHOST_COLOR, OVERLAY_MODES, PredictionLayers
 from app.timeline.rank_grouping import GroupingBar, RankGrouping, default_grouping
@@ -55,6 +52,9 @@ from app.timeline.span_item import OverlayItem, TimelineItem
 from app.timeline.stall_item import StallItem, stalls_of
 from app.timeline.state import Forward, TimelineState
 from app.timeline.table_feed import TableFeed
+from app.view_model.layer import Layer
+from app.view_model.loaded_job import LoadedJob
+from app.view_model.overlay_data import measured_marks
 
 __all__ = [
     "GHOST_COLOR",

@@ -23,32 +23,35 @@ import numpy as np
 from app.settings import cache_config
 from app.view_model.overview_data import RankActivity, job_activity
 from app.view_model.row_tables import RowTables, row_shape
-from lumos_core.errors import LumosError
-from lumos_core.graph.build import build_graph
-from lumos_core.graph.model import ExecutionGraph
-from lumos_core.progress import scaled
-from lumos_core.replay.breakdown import Window, iteration_windows
-from lumos_core.replay.idle import IdleReport, idle_attribution
-from lumos_core.replay.stragglers import StragglerReport, find_stragglers
-from lumos_core.replay.summaries import (
+from lumos_core.api.knobs import Baseline, infer_baseline
+from lumos_core.api.loading import build_graph, load_job, warm_up
+from lumos_core.api.views import (
     ClockStat,
     CollectiveStat,
+    DeviceMemory,
+    IdleReport,
     IterationStat,
     KernelStat,
+    OperatorStat,
+    StragglerReport,
+    Window,
     clock_table,
     collectives_table,
+    default_role,
+    event_families,
+    find_stragglers,
+    idle_attribution,
     iteration_table,
+    iteration_windows,
+    operator_table,
+    rank_groups,
+    rank_memory,
     top_kernels,
 )
-from lumos_core.replay.warm_up import warm_up, warm_up_message
-from lumos_core.trace.kernel_families import event_families
-from lumos_core.trace.loader import load_job
-from lumos_core.trace.memory_summary import DeviceMemory, rank_memory
+from lumos_core.errors import LumosError
+from lumos_core.graph.model import ExecutionGraph
+from lumos_core.progress import scaled
 from lumos_core.trace.model import Job
-from lumos_core.trace.operator_stats import OperatorStat, operator_table
-from lumos_core.whatif.baseline import infer_baseline
-from lumos_core.whatif.config import Baseline
-from lumos_core.whatif.rank_groups import default_role, rank_groups
 
 T = TypeVar("T")
 
@@ -256,12 +259,8 @@ def summarise_job(loaded: LoadedJob, progress: Callable[[float, str], None]) -> 
     kernels = top_kernels(job, None, limit=None)
     clocks = clock_table(job)
     operators = operator_table(job, None)
-    compiling = warm_up_message()
-    if (
-        compiling
-    ):  # the idle table's graph build is the job's first: compile (or load) the kernels here, and say so
-        progress(0.6, compiling)
-        warm_up()
+    # the idle table's graph build is the job's first: compile (or load) the kernels here, and say so
+    warm_up(scaled(progress, 0.6, 0.7))
     progress(0.7, "attributing GPU idle time")
     idle, idle_error, graph = job_idle(job)
     progress(1.0, "summaries ready")

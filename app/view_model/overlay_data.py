@@ -20,14 +20,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from app.view_model.loaded_job import LoadedJob
 from app.view_model.lane_data import RowTable, drawable_events
 from app.view_model.layer import IterationMark
+from app.view_model.loaded_job import LoadedJob
 from app.view_model.row_tables import RowTables
-from lumos_core.replay.breakdown import iteration_windows
-from lumos_core.trace.kernel_families import event_families
+from lumos_core.api.scenarios import ScenarioSummary, traced_sources
+from lumos_core.api.views import event_families, iteration_windows
 from lumos_core.trace.model import RankTrace
-from lumos_core.whatif.scenario import ScenarioSummary, traced_sources
 
 
 @dataclass

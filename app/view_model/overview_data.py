@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from app.view_model.lane_data import RowTable, drawable_events
-from lumos_core.trace.kernel_families import Family
+from lumos_core.api.views import Family
 from lumos_core.trace.model import RankTrace
 
 _NS_PER_MS = 1e6

@@ -11,9 +11,8 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any, Protocol
 
+from lumos_core.api.knobs import KNOB, parse_changes
 from lumos_core.errors import LumosError
-from lumos_core.whatif.config import KNOBS
-from lumos_core.whatif.knobs import parse_changes
 
 if TYPE_CHECKING:
     from PySide6.QtCore import SignalInstance
@@ -42,7 +41,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="KNOB=VALUE[,KNOB=VALUE]",
-        help=f"estimate a configuration and draw it over the measured timeline (repeatable; knobs: {', '.join(KNOBS)})",
+        help=f"estimate a configuration and draw it over the measured timeline (repeatable; knobs: {', '.join(KNOB)})",
     )
     g.add_argument(
         "--replay",

@@ -27,14 +27,14 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.view_model.loaded_job import LoadedJob
 from app.panels.summary_panes import TablePane
 from app.panels.table_model import Column
 from app.theme import LIGHT, Theme
 from app.timeline.timeline_view import TimelineView
+from app.view_model.loaded_job import LoadedJob
 from app.whatif.headline import rate_text
 from app.whatif.runner import Scenario
-from lumos_core.whatif.scenario import DeltaRow, compare
+from lumos_core.api.scenarios import DeltaRow, compare
 
 
 def _num(v: float) -> str:

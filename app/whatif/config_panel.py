@@ -28,10 +28,8 @@ from PySide6.QtWidgets import (
 )
 
 from app.whatif.knob_group import SAME, KnobGroup, traced_value
+from lumos_core.api.knobs import KNOB, Baseline, coerce_value, grouped, problems
 from lumos_core.errors import LumosError
-from lumos_core.whatif.config import Baseline, problems
-from lumos_core.whatif.knob_registry import KNOB, grouped
-from lumos_core.whatif.knobs import coerce_value
 
 # The form's groups (Parallelism, Model, Hardware, Memory), one line (knob, label, tip) per knob: all
 # from the knob registry, so a knob added there appears here.

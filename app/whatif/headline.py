@@ -12,8 +12,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from lumos_core.whatif.scenario import ScenarioSummary
-from lumos_core.whatif.throughput import GPU_BOUND_CPU_SCALE, MODEL_KNOBS
+from lumos_core.api.knobs import GPU_BOUND_CPU_SCALE, MODEL_KNOBS
+from lumos_core.api.scenarios import ScenarioSummary
 
 
 def rate_text(s: ScenarioSummary) -> str:

@@ -10,7 +10,7 @@ from PySide6.QtCore import Signal
 from PySide6.QtGui import QDoubleValidator, QIntValidator
 from PySide6.QtWidgets import QComboBox, QGridLayout, QGroupBox, QLabel, QLineEdit
 
-from lumos_core.whatif.knob_registry import KNOB, REGISTRY, traced_value
+from lumos_core.api.knobs import KNOB, REGISTRY, traced_value
 
 __all__ = ["CHOICES", "SAME", "KnobGroup", "traced_value"]
 

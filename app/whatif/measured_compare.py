@@ -27,16 +27,14 @@ from PySide6.QtWidgets import (
 )
 
 from app.jobs import BackgroundTask
-from app.view_model.loaded_job import LoadedJob
 from app.panels.diff_pane import DiffPane
+from app.timeline.timeline_view import TimelineView
 from app.view_model.lane_data import build_row_table
 from app.view_model.layer import IterationMark
+from app.view_model.loaded_job import LoadedJob
 from app.view_model.overlay_data import PredictedOverlay
-from app.timeline.timeline_view import TimelineView
-from lumos_core.compare.diff import JobDiff, diff_jobs
-from lumos_core.replay.breakdown import steady_windows
-from lumos_core.trace.kernel_families import event_families
-from lumos_core.trace.loader import load_job
+from lumos_core.api.loading import load_job
+from lumos_core.api.views import JobDiff, diff_jobs, event_families, steady_windows
 from lumos_core.trace.model import Job
 
 _ROWS = 2000  # kernel and operator rows at most (the largest changes)

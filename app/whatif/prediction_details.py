@@ -10,11 +10,11 @@ for). :func:`describe_with_prediction` (a measured task was clicked) adds the sa
 
 from __future__ import annotations
 
-from app.view_model.loaded_job import LoadedJob
 from app.panels.details_panel import EventDetails, describe_event
 from app.timeline.span_item import format_duration_ms
+from app.view_model.loaded_job import LoadedJob
 from app.whatif.runner import Scenario
-from lumos_core.whatif.scenario import explain_task
+from lumos_core.api.scenarios import explain_task
 
 
 def prediction_rows(
@@ -69,7 +69,7 @@ def describe_with_prediction(
 def describe_rebuilt(scenario: Scenario, index: int, event: int) -> EventDetails:
     """A task of a predicted rank the estimator built anew (no measured counterpart of its own)."""
     from app.view_model.overlay_data import stands_for_text
-    from lumos_core.trace.kernel_families import Family
+    from lumos_core.api.views import Family
 
     p = scenario.overlay.ranks[index]
     fam = Family(int(scenario.overlay.families[index][event]))

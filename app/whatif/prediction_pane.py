@@ -32,9 +32,8 @@ from app.panels.table_pane import write_tables
 from app.plot_theme import theme_plot
 from app.theme import LIGHT, Theme
 from app.whatif.headline import cpu_paced_text, gpu_bound_changes, rate_text
-from lumos_core.replay.breakdown import Breakdown
-from lumos_core.whatif.retime import Retiming
-from lumos_core.whatif.scenario import IterationRow, ScenarioSummary
+from lumos_core.api.scenarios import IterationRow, Retiming, ScenarioSummary
+from lumos_core.api.views import Breakdown
 
 
 def _pct(v: float) -> str:

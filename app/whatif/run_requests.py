@@ -19,8 +19,8 @@ from PySide6.QtWidgets import QFileDialog, QPushButton, QWidget
 from app.whatif.config_panel import ConfigPanel
 from app.whatif.runner import BASELINE_NAME, Request, Scenario, WhatIfRunner
 from app.whatif.workbench_state import WorkbenchState
+from lumos_core.api.knobs import HardwareProfile
 from lumos_core.errors import LumosError
-from lumos_core.perf.profile import HardwareProfile
 
 
 class RunRequests(QObject):

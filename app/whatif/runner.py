@@ -25,7 +25,6 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import QObject, Signal
@@ -34,23 +33,20 @@ from app.jobs import BackgroundTask
 from app.view_model.loaded_job import LoadedJob, infer_job_baseline
 from app.view_model.overlay_data import PredictedOverlay, build_overlay
 from lumos_core.api import Estimator
-from lumos_core.compare.validate import prediction_scenario, validate_jobs
-from lumos_core.graph.build import build_graph
+from lumos_core.api.knobs import Baseline, HardwareProfile, format_changes
+from lumos_core.api.loading import build_graph
+from lumos_core.api.scenarios import (
+    EstimateResult,
+    ReplayResult,
+    ScenarioSummary,
+    estimate_scenario,
+    predict_from,
+    replay_scenario,
+)
+from lumos_core.api.sweep import GridRow, SweepReport, sweep_axis
 from lumos_core.graph.model import ExecutionGraph
-from lumos_core.perf.profile import HardwareProfile
 from lumos_core.progress import Progress, scaled
-from lumos_core.replay.idle import stalls_note
-from lumos_core.replay.run import ReplayResult, replay
-from lumos_core.replay.warm_up import warm_up, warm_up_message
-from lumos_core.sweep.engines import SweepContext
-from lumos_core.sweep.point import GridRow
-from lumos_core.sweep.run import SweepReport, run_axis
-from lumos_core.trace.loader import load_job
 from lumos_core.trace.model import Job, RankTrace
-from lumos_core.whatif.config import Baseline
-from lumos_core.whatif.estimate import EstimateResult
-from lumos_core.whatif.knobs import format_changes
-from lumos_core.whatif.scenario import ScenarioSummary, summarize_estimate, summarize_replay
 
 BASELINE_NAME = "baseline replay"
 
@@ -133,10 +129,8 @@ class GraphCache:
         with self._lock:
             if self.graph is None:
                 t0 = time.perf_counter()
-                # compile (or load) the graph and replay kernels here, on the worker, before any use
-                progress(0.0, warm_up_message() or "building the execution graph")
-                warm_up()
-                self.graph = build_graph(self.job, progress=progress, absorb_unexplained=self.keep_stalls)
+                # compiles (or loads) the graph and replay kernels first, here on the worker
+                self.graph = build_graph(self.job, keep_stalls=self.keep_stalls, progress=progress)
                 self.build_s = time.perf_counter() - t0
             else:
                 progress(1.0, "execution graph ready")
@@ -172,13 +166,14 @@ def replay_work(
 ) -> Callable[..., tuple[ScenarioSummary, ReplayResult, PredictedOverlay]]:
     def work(progress: Progress, _on_file: object) -> tuple[ScenarioSummary, ReplayResult, PredictedOverlay]:
         graph = cache.get(scaled(progress, 0.0, 0.4))
-        t0 = time.perf_counter()
-        result = replay(loaded.job, progress=scaled(progress, 0.4, 0.85), graph=graph, critical_paths=False)
-        seconds = time.perf_counter() - t0
-        progress(0.88, "comparing with the measured iterations")
-        summary = summarize_replay(loaded.job, result, baseline, name, seconds)
-        if note := stalls_note(cache.keep_stalls, graph.unexplained_ns):
-            summary.notes.append(note)
+        summary, result = replay_scenario(
+            loaded.job,
+            graph,
+            baseline,
+            name,
+            keep_stalls=cache.keep_stalls,
+            progress=scaled(progress, 0.4, 0.9),
+        )
         overlay = arrange_overlay(loaded, result.timeline, summary, progress, "replay done")
         return summary, result, overlay
 
@@ -198,11 +193,9 @@ def estimate_work(
     ) -> tuple[ScenarioSummary, EstimateResult, PredictedOverlay]:
         graph = cache.get(scaled(progress, 0.0, 0.3))
         estimator = cache.estimator(graph, baseline, profile)
-        result = estimator.estimate(changes, progress=scaled(progress, 0.3, 0.85))
-        progress(0.88, "summarising the prediction")
-        summary = summarize_estimate(loaded.job, result, changes, name)
-        if note := stalls_note(cache.keep_stalls, graph.unexplained_ns):
-            summary.notes.append(note)
+        summary, result = estimate_scenario(
+            estimator, changes, name, keep_stalls=cache.keep_stalls, progress=scaled(progress, 0.3, 0.9)
+        )
         overlay = arrange_overlay(loaded, result.timeline, summary, progress, "estimate done")
         return summary, result, overlay
 
@@ -218,12 +211,9 @@ def predict_from_work(
     def work(
         progress: Progress, _on_file: object
     ) -> tuple[ScenarioSummary, EstimateResult, PredictedOverlay]:
-        other = load_job(source, progress=scaled(progress, 0.0, 0.3), workers=1)
-        v = validate_jobs(other, loaded.job, progress=scaled(progress, 0.3, 0.85))
-        progress(0.88, "measuring the prediction against this job")
-        summary = prediction_scenario(loaded.job, v, name or f"predicted from {Path(source).name}")
-        overlay = arrange_overlay(loaded, v.result.timeline, summary, progress, "prediction done")
-        return summary, v.result, overlay
+        summary, result = predict_from(loaded.job, source, name, progress=scaled(progress, 0.0, 0.9))
+        overlay = arrange_overlay(loaded, result.timeline, summary, progress, "prediction done")
+        return summary, result, overlay
 
     return work
 
@@ -239,19 +229,8 @@ def sweep_work(
 ) -> Callable[..., SweepReport]:
     def work(progress: Progress, _on_file: object) -> SweepReport:
         graph = cache.get(scaled(progress, 0.0, 0.15))
-        context = SweepContext(loaded.job, graph, baseline, profile)
-        context.kept = cache.estimator(graph, baseline, profile)  # the estimates' own
-        return run_axis(
-            loaded.job,
-            knob,
-            values,
-            baseline=baseline,
-            fixed=fixed,
-            graph=graph,
-            progress=scaled(progress, 0.15, 1.0),
-            profile=profile,
-            context=context,
-        )
+        estimator = cache.estimator(graph, baseline, profile)  # the estimates' own, its replay reused
+        return sweep_axis(estimator, knob, values, fixed=fixed, progress=scaled(progress, 0.15, 1.0))
 
     return work
 

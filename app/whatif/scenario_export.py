@@ -17,7 +17,7 @@ from PySide6.QtWidgets import QFileDialog, QWidget
 from app.jobs import BackgroundTask
 from app.panels.table_pane import write_tables
 from app.whatif.workbench_state import WorkbenchState
-from lumos_core.whatif.export import default_out_name, refuse_inside_traces, write_job
+from lumos_core.api.scenarios import default_out_name, refuse_inside_traces, write_job
 
 
 class ScenarioExport(QObject):

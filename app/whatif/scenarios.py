@@ -29,7 +29,7 @@ from PySide6.QtWidgets import (
 
 from app.whatif.headline import cpu_paced_text, ranking_change
 from app.whatif.runner import Scenario
-from lumos_core.whatif.throughput import rank_key
+from lumos_core.api.scenarios import rank_key
 
 COLUMNS = ["scenario", "GPUs", "rate per GPU", "MFU", "iteration (ms)", "vs baseline", "memory (GiB)"]
 RATE, MFU, ITERATION, VS, MEMORY = (COLUMNS.index(c) for c in COLUMNS[2:])

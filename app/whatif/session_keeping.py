@@ -19,8 +19,8 @@ from app.whatif.compare_view import CompareView
 from app.whatif.overlay_choice import MEASURED_ONLY, OverlayChoice
 from app.whatif.runner import Request, WhatIfRunner
 from app.whatif.workbench_state import WorkbenchState
+from lumos_core.api.scenarios import SESSION_SUFFIX, ScenarioSpec, Session, load_session, save_session
 from lumos_core.errors import LumosError
-from lumos_core.whatif.session import SUFFIX, ScenarioSpec, Session, load_session, save_session
 
 
 class JobHost(Protocol):
@@ -77,7 +77,10 @@ class SessionKeeping(QObject):
         if self.state.loaded is None:
             return
         path, _ = QFileDialog.getSaveFileName(
-            self.dialogs, "Save session", f"session{SUFFIX}", f"Lumos sessions (*{SUFFIX} *.json)"
+            self.dialogs,
+            "Save session",
+            f"session{SESSION_SUFFIX}",
+            f"Lumos sessions (*{SESSION_SUFFIX} *.json)",
         )
         if path:
             self.save_session(path)
@@ -88,7 +91,7 @@ class SessionKeeping(QObject):
             self.dialogs,
             "Open session",
             str(Path.home()),
-            f"Lumos sessions (*{SUFFIX} *.json);;All files (*)",
+            f"Lumos sessions (*{SESSION_SUFFIX} *.json);;All files (*)",
         )
         if path:
             self.open_session(path)

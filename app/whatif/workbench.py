@@ -25,14 +25,14 @@ from PySide6.QtCore import QObject, QTimer, Signal
 from PySide6.QtWidgets import QDockWidget, QWidget
 
 from app.elided_label import ElidedLabel
-from app.view_model.loaded_job import LoadedJob
 from app.panels.details_panel import EventDetails, describe_event
 from app.sweep.sweep_dialog import GridSweepDialog
 from app.sweep.sweep_view import SweepView
 from app.theme import Theme
-from app.view_model.overlay_data import match_text
 from app.timeline.state import Forward
 from app.timeline.timeline_view import PREDICTED, Hit, TimelineView
+from app.view_model.loaded_job import LoadedJob
+from app.view_model.overlay_data import match_text
 from app.whatif.compare_view import CompareView
 from app.whatif.config_panel import ConfigPanel
 from app.whatif.measured_compare import MeasuredCompare
@@ -46,7 +46,7 @@ from app.whatif.scenarios import ScenarioList
 from app.whatif.session_keeping import JobHost, SessionKeeping
 from app.whatif.workbench_menus import WorkbenchMenus
 from app.whatif.workbench_state import WorkbenchState
-from lumos_core.replay.warm_up import COMPILING
+from lumos_core.api.loading import COMPILING
 
 __all__ = ["JobHost", "WhatIfWorkbench"]
 

@@ -8,6 +8,11 @@
 
 Every result has ``to_dict()`` (the JSON the CLI prints with ``--json``) and ``to_pandas()``
 (pandas optional). The CLI commands and the app call this API.
+
+Front ends that show a job step by step (the app) also use the modules beside this one: ``loading``
+(load, warm up, build the graph, with progress), ``knobs`` (the registry, configurations, GPUs),
+``scenarios`` (what-if runs summarised for display), ``sweep`` (grids and engines) and ``views``
+(read-only summaries of loaded traces); see docs/api.md.
 """
 
 from typing import Any

@@ -10,9 +10,10 @@ from typing import Any
 
 import orjson
 
+from lumos_core.api.loading import cache_info
 from lumos_core.commands.common import add_cache_max_argument, cache_config_from_args
 from lumos_core.trace import cache_evict
-from lumos_core.trace.cache_config import CacheConfig, format_size, volume_usage
+from lumos_core.trace.cache_config import format_size
 
 DESCRIPTION = """The cache keeps every parsed rank file as columns (memory-mapped when the folder is
 opened again), the demo job and the compiled kernels. It stays under a cap (default 10 % of its
@@ -46,30 +47,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def _when(t: float | None) -> str:
     return time.strftime("%Y-%m-%d %H:%M", time.localtime(t)) if t else "-"
-
-
-def describe(config: CacheConfig) -> dict[str, Any]:
-    """What ``lumos cache info`` reports (also used by ``lumos --doctor``)."""
-    units = cache_evict.scan(config.root)
-    entries = [u for u in units if u.kind == "entry"]
-    by_kind = {k: sum(u.nbytes for u in units if u.kind == k) for k in cache_evict.KINDS}
-    stale = [u for u in units if cache_evict.stale_reason(u) is not None]
-    usage = volume_usage(config.root)
-    return {
-        "location": str(config.root),
-        "exists": config.root.is_dir(),
-        "bytes": sum(by_kind.values()),
-        "bytes_by_kind": by_kind,
-        "entries": len(entries),
-        "oldest_used": min((u.used for u in entries), default=None),
-        "newest_used": max((u.used for u in entries), default=None),
-        "cap_bytes": config.cap(),
-        "cap": config.describe_cap(),
-        "stale_entries": sum(u.kind == "entry" for u in stale),
-        "stale_bytes": sum(u.nbytes for u in stale),
-        "volume_total_bytes": usage[0] if usage else None,
-        "volume_free_bytes": usage[1] if usage else None,
-    }
 
 
 def _state(d: dict[str, Any]) -> str:
@@ -107,7 +84,7 @@ def info_lines(d: dict[str, Any]) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     config = cache_config_from_args(args)
     if args.action == "info":
-        d = describe(config)
+        d = cache_info(config)
         if args.json:
             sys.stdout.write(orjson.dumps(d, option=orjson.OPT_INDENT_2).decode() + "\n")
         else:
