@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from lumos_core.api.loading import cache_info
 from lumos_core.commands import cache as cache_cmd
 from lumos_core.trace import cache_config
 from lumos_core.trace.cache_config import CacheConfig, free_space_problem
@@ -24,7 +25,7 @@ def test_a_zero_byte_volume_is_named_as_such(tmp_path: Path, monkeypatch: pytest
 def test_info_says_when_the_cache_path_is_a_file(tmp_path: Path) -> None:
     f = tmp_path / "afile"
     f.write_text("")
-    lines = cache_cmd.info_lines(cache_cmd.describe(CacheConfig.resolve(f)))
+    lines = cache_cmd.info_lines(cache_info(CacheConfig.resolve(f)))
     assert "a file, not a folder" in lines[0] and "not created yet" not in lines[0]
-    lines = cache_cmd.info_lines(cache_cmd.describe(CacheConfig.resolve(tmp_path / "new")))
+    lines = cache_cmd.info_lines(cache_info(CacheConfig.resolve(tmp_path / "new")))
     assert "not created yet" in lines[0]
