@@ -33,11 +33,23 @@ def window(qtbot) -> Iterator[MainWindow]:  # type: ignore[no-untyped-def]
     assert not w.is_loading
 
 
+def _loads_these_fixtures(module: object) -> bool:
+    """``pytest_plugins`` in a test module registers this plugin for the whole session, so its
+    autouse fixtures would reach every later module too (a CLI test would find automatic
+    collection off and a QApplication it never asked for): they act only on the modules that load it."""
+    plugins = getattr(module, "pytest_plugins", ())
+    return "app_fixtures" in ([plugins] if isinstance(plugins, str) else plugins)
+
+
 @pytest.fixture(scope="module", autouse=True)
-def _collect_on_the_gui_thread(qapp) -> Iterator[None]:  # type: ignore[no-untyped-def]
+def _collect_on_the_gui_thread(request: pytest.FixtureRequest) -> Iterator[None]:
     """As in the app (app/launch.py): while an app test module runs, cyclic garbage (closed
     windows, whose deleteLater no event loop processes here) is collected on the GUI thread only,
     never by a worker thread that happens to allocate. Automatic collection is back afterwards."""
+    if not _loads_these_fixtures(request.module):
+        yield
+        return
+    request.getfixturevalue("qapp")
     collector = GuiThreadCollector(interval_ms=200)
     collector.start()
     yield
@@ -45,11 +57,15 @@ def _collect_on_the_gui_thread(qapp) -> Iterator[None]:  # type: ignore[no-untyp
 
 
 @pytest.fixture(scope="module", autouse=True)
-def _no_task_outlives_the_module(_collect_on_the_gui_thread) -> Iterator[None]:  # type: ignore[no-untyped-def]
+def _no_task_outlives_the_module(
+    request: pytest.FixtureRequest, _collect_on_the_gui_thread: None
+) -> Iterator[None]:
     """Every window a module opened is shut down by now (its fixtures are torn down first): no
     background task may still run. A thread left running is what the cyclic garbage collector
     could later destroy mid-run (a qFatal abort); this names it while its test is still known."""
     yield
+    if not _loads_these_fixtures(request.module):
+        return
     from PySide6.QtWidgets import QApplication
 
     if QApplication.instance() is not None:
