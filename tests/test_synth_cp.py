@@ -20,7 +20,7 @@ from lumos_core.synth.predict import predict
 from lumos_core.trace.loader import load_job
 from lumos_core.whatif.estimate import estimate
 
-TP, PP, DP, CP = 2, 2, 2, 2
+TP, PP, DP, CP = 2, 2, 2, 4
 LAYOUT = SynthConfig(
     model=model_from_args("llama3-8b", layers=4, seq=4096), tp=TP, pp=PP, dp=DP, cp=CP, microbatches=4,
     iterations=1, gpu="H100",
@@ -52,7 +52,7 @@ def layout_job(tmp_path_factory) -> Path:
 
 def test_cp_job_has_a_file_per_rank_and_ring_transfers_between_cp_neighbours(layout_job: Path) -> None:
     files = sorted(layout_job.glob("rank*.pt.trace.json.gz"))
-    assert len(files) == TP * CP * DP * PP == 16
+    assert len(files) == TP * CP * DP * PP == 32
     per_stage = LAYOUT.model.layers // PP
     for path in files:
         rank = int(path.name[4:].split(".")[0])
@@ -81,11 +81,17 @@ def test_cp_job_has_a_file_per_rank_and_ring_transfers_between_cp_neighbours(lay
         )
 
 
-def test_cp2_job_replays_near_its_trace_free_prediction(tmp_path) -> None:
-    cfg = SynthConfig(
-        model=model_from_args("llama3-8b", layers=4), tp=2, pp=2, dp=1, cp=2, microbatches=4, iterations=3,
-        gpu="H100",
-    )  # fmt: skip
+@pytest.mark.parametrize(
+    "kw",
+    [
+        # the CP ring inside a node, hidden behind the partial attention kernels
+        {"model": model_from_args("llama3-8b", layers=4), "tp": 2, "pp": 2, "dp": 1, "cp": 2},
+        # TP 8: the CP ring's hops cross nodes and show (~15 % of the iteration)
+        {"model": model_from_args("gpt3-15b", layers=8, seq=4096), "tp": 8, "pp": 2, "dp": 1, "cp": 2},
+    ],
+)
+def test_cp2_job_replays_near_its_trace_free_prediction(tmp_path, kw) -> None:
+    cfg = SynthConfig(microbatches=4, iterations=3, gpu="H100", **kw)
     synthesize(cfg, tmp_path / "job")
     replayed = estimate(load_job(tmp_path / "job", use_cache=False), {}).replayed.iteration_us * 1e-6
     assert predict(cfg).iteration_s == pytest.approx(replayed, rel=SYNTH_TOLERANCE)
