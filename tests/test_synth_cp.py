@@ -126,3 +126,19 @@ def test_estimate_cp2_on_a_cp1_job_matches_the_cp2_synthetic_job(long_sequence_j
     assert est.world_size == 8
     cp2 = estimate(load_job(long_sequence_jobs[2][0], use_cache=False), {}).replayed.iteration_us
     assert est.predicted.iteration_us == pytest.approx(cp2, rel=0.10)
+
+
+def test_a_cp_trace_reads_back_as_its_layout(layout_job: Path) -> None:
+    """The CP ring's send/recv group is context parallelism, not a pipeline, and the DP x CP
+    gradient group is not the data-parallel size: the estimator reads TP 2 x PP 2 x DP 2 x CP 4."""
+    r = estimate(load_job(layout_job, use_cache=False), {})
+    c = r.baseline.config
+    assert (c.tp, c.pp, c.dp, c.cp, r.world_size) == (TP, PP, DP, CP, 32)
+
+
+def test_estimate_cp1_on_a_cp2_job_matches_the_cp1_synthetic_job(long_sequence_jobs) -> None:
+    """The reverse rewrite (synthetic, a logic check): the CP 2 trace estimated at CP 1."""
+    est = estimate(load_job(long_sequence_jobs[2][0], use_cache=False), {"cp": 1})
+    assert est.world_size == 4
+    cp1 = estimate(load_job(long_sequence_jobs[1][0], use_cache=False), {}).replayed.iteration_us
+    assert est.predicted.iteration_us == pytest.approx(cp1, rel=0.10)
