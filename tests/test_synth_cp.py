@@ -15,6 +15,7 @@ import orjson
 import pytest
 from test_synth_predict import SYNTH_TOLERANCE
 
+from lumos_core.errors import ConfigError
 from lumos_core.synth import SynthConfig, model_from_args, synthesize
 from lumos_core.synth.predict import predict
 from lumos_core.trace.loader import load_job
@@ -142,3 +143,8 @@ def test_estimate_cp1_on_a_cp2_job_matches_the_cp1_synthetic_job(long_sequence_j
     assert est.world_size == 4
     cp1 = estimate(load_job(long_sequence_jobs[1][0], use_cache=False), {}).replayed.iteration_us
     assert est.predicted.iteration_us == pytest.approx(cp1, rel=0.10)
+
+
+def test_cp_with_unfused_attention_is_refused_with_a_clear_error() -> None:
+    with pytest.raises(ConfigError, match="fused attention"):
+        SynthConfig(cp=2, attention="unfused")

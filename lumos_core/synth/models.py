@@ -242,6 +242,9 @@ class SynthConfig:
             raise ConfigError(f"unknown attention {self.attention!r}: use one of {', '.join(ATTENTION)}")
         if m.seq % self.cp:
             raise ConfigError(f"sequence {m.seq} is not divisible by context parallelism {self.cp}")
+        if self.cp > 1 and self.attention != "flash":
+            # Megatron-Core runs CP only inside TransformerEngine's fused attention (the ring).
+            raise ConfigError("context parallelism (--cp) needs fused attention: drop --attention unfused")
         if m.norm not in ("layernorm", "rmsnorm"):
             raise ConfigError(f"unknown norm {m.norm!r}: use layernorm or rmsnorm")
         if m.heads % m.n_kv_heads:
