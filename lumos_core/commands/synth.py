@@ -32,7 +32,8 @@ Presets are the GPT-3 sizes of the Lumos paper (Table 1) and Llama 3 8B/70B/405B
   lumos synth --predict-only --model llama3-70b --gpu H100 --tp 8 --pp 4 --vp 5 --dp 32 \\
       --sp --global-batch 1024 --recompute selective
 
-Ranks are laid out in Megatron order (tensor-parallel fastest, then data-parallel, then pipeline),
+Ranks are laid out in Megatron order (tensor-parallel fastest, then context-parallel, data-parallel,
+pipeline),
 8 GPUs per node. Large jobs are written rank by rank in bounded memory."""
 
 
@@ -81,7 +82,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     par.add_argument(
         "--sp", action="store_true", help="sequence parallelism (TP reduce-scatter + all-gather)"
     )
-    par.add_argument("--cp", type=int, default=1, help="context-parallel size (trace-free only)")
+    par.add_argument(
+        "--cp",
+        type=int,
+        default=1,
+        help="context-parallel size: the sequence split over CP GPUs, K/V passed around the CP "
+        "ring (Megatron-Core's default p2p ring attention); gradients reduced over DP x CP",
+    )
     par.add_argument(
         "--recompute",
         default="none",
@@ -265,7 +272,7 @@ def run(args: argparse.Namespace) -> int:
         f"({m.params / 1e9:.1f} B parameters)"
     )
     print(
-        f"  TP{cfg.tp} x PP{cfg.pp} x DP{cfg.dp} = {cfg.world_size} {cfg.gpu} GPUs on {nodes} node(s); "
+        f"  TP{cfg.tp} x PP{cfg.pp} x DP{cfg.dp}{f' x CP{cfg.cp}' if cfg.cp > 1 else ''} = {cfg.world_size} {cfg.gpu} GPUs on {nodes} node(s); "
         f"{cfg.schedule if cfg.vp == 1 else f'interleaved 1f1b with {cfg.vp} chunks per stage'}, "
         f"{cfg.microbatches} microbatches of {cfg.micro_batch}, {cfg.iterations} iterations, "
         f"seed {cfg.seed}" + "".join(f"; rank {r} slowed x{f:g}" for r, f in cfg.slow_ranks)

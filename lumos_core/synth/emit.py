@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from lumos_core.synth.plan import ROLE_PREV, ROLE_TP, CommDesc, KernelDesc
+from lumos_core.synth.plan import ROLE_CP, ROLE_PREV, ROLE_TP, CommDesc, KernelDesc
 from lumos_core.synth.rank_setup import RankSetup
 from lumos_core.trace.model import CollectiveKind
 
@@ -88,8 +88,8 @@ class Emitter:
 
     def _comm_args(self, c: CommDesc, key: int) -> dict[str, Any]:
         role = c.role
-        if role >= ROLE_PREV:
-            name, desc, size, ranks = self.id.groups[2]
+        if role >= ROLE_PREV:  # pipeline (PP group) or context-parallel ring (CP group) transfers
+            name, desc, size, ranks = self.id.groups[3 if role >= ROLE_CP else 2]
             seq = key & ((1 << 21) - 1)
         else:
             name, desc, size, ranks = self.id.groups[0 if role == ROLE_TP else 1]

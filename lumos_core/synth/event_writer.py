@@ -6,8 +6,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-# CUDA stream ids per stream index (compute, TP, DP, previous stage, next stage).
-STREAM_IDS = (7, 20, 24, 28, 32)
+# CUDA stream ids per stream index (compute, TP, DP, previous stage, next stage, CP send, CP receive).
+STREAM_IDS = (7, 20, 24, 28, 32, 36, 40)
 
 CBID_LAUNCH = 211
 CBID_NCCL_LAUNCH = 652
@@ -26,8 +26,8 @@ class RankIdentity:
     tids: tuple[int, int]  # main, autograd
     device: int
     shift_ns: int  # added to true ns before writing
-    groups: tuple[tuple[str, str, int, str], tuple[str, str, int, str], tuple[str, str, int, str]]
-    # (name, desc, size, ranks text) of the TP, DP and PP groups
+    groups: tuple[tuple[str, str, int, str], ...]
+    # (name, desc, size, ranks text) of the TP, DP (DP x CP with context parallelism), PP and CP groups
     first_step: int
 
 

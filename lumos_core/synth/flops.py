@@ -85,7 +85,7 @@ def stage_memory(cfg: SynthConfig, stage: int, params_on_rank: int) -> MemoryEst
         stage=stage,
         weights=2.0 * params_on_rank,
         gradients=4.0 * params_on_rank,
-        optimizer=12.0 * params_on_rank / cfg.dp,
+        optimizer=12.0 * params_on_rank / cfg.dp_cp,  # the distributed optimizer shards over DP x CP
         activations=act,
     )
 

@@ -33,6 +33,8 @@ from lumos_core.synth.models import SynthConfig
 from lumos_core.synth.plan import (
     OP_COLL,
     OP_P2P,
+    ROLE_CP,
+    ROLE_CP_RECV,
     ROLE_DP,
     ROLE_NEXT,
     ROLE_PREV,
@@ -118,14 +120,18 @@ class _Job:
         cfg, layout = self.cfg, self.layout
         stage = cfg.coords(rank)[0]
         plan = self.plans[stage]
-        tp, dp = layout.tp_group(rank), layout.dp_group(rank)
-        peers = (layout.peer(rank, "prev"), layout.peer(rank, "next"))
+        tp, dp = layout.tp_group(rank), layout.dp_cp_group(rank)  # gradients: DP x CP
+        peers = (
+            layout.peer(rank, "prev"),
+            layout.peer(rank, "next"),
+            layout.cp_peer(rank, "next"),
+            layout.cp_peer(rank, "prev"),
+        )
         gpn = self.gpu.gpus_per_node
         shapes = (
             shape_of_ranks(tp.ranks, gpn),
             shape_of_ranks(dp.ranks, gpn),
-            shape_of_ranks((rank, peers[0]), gpn) if peers[0] >= 0 else GroupShape.single_node(2),
-            shape_of_ranks((rank, peers[1]), gpn) if peers[1] >= 0 else GroupShape.single_node(2),
+            *(shape_of_ranks((rank, p), gpn) if p >= 0 else GroupShape.single_node(2) for p in peers),
         )
         key = (stage, shapes)
         tables = self._comm_cache.get(key)
@@ -204,6 +210,8 @@ def _metadata_events(ident: RankIdentity, rank: int, layout: Layout, cfg: SynthC
         used.append(ROLE_PREV + 1)
     if stage < cfg.pp - 1:
         used.append(ROLE_NEXT + 1)
+    if cfg.cp > 1:
+        used += [ROLE_CP + 1, ROLE_CP_RECV + 1]
     for s in used:
         sid = STREAM_IDS[s]
         meta("thread_name", ident.device, sid, {"name": f"stream {sid} "})
@@ -228,7 +236,8 @@ def _write_rank(job: _Job, table: InstanceTable, rank: int, out: Path, compressl
     cfg, layout, gpu = job.cfg, job.layout, job.gpu
     setup = job.setup(rank)
     offset = job.clock_offset(rank)
-    tp, dp, pp = layout.tp_group(rank), layout.dp_group(rank), layout.pp_group(rank)
+    tp, dp, pp = layout.tp_group(rank), layout.dp_cp_group(rank), layout.pp_group(rank)
+    roles = (tp, dp, pp, layout.cp_group(rank)) if cfg.cp > 1 else (tp, dp, pp)
     pid = 20_000 + rank
     ident = RankIdentity(
         rank=rank,
@@ -236,7 +245,7 @@ def _write_rank(job: _Job, table: InstanceTable, rank: int, out: Path, compressl
         tids=(pid, pid + 181),
         device=layout.local_rank(rank),
         shift_ns=TS_ORIGIN_NS + offset,
-        groups=tuple((g.name, g.desc, g.size, g.ranks_text) for g in (tp, dp, pp)),  # type: ignore[arg-type]
+        groups=tuple((g.name, g.desc, g.size, g.ranks_text) for g in roles),
         first_step=cfg.first_step,
     )
     groups = layout.groups_of(rank)
@@ -270,7 +279,9 @@ def _write_rank(job: _Job, table: InstanceTable, rank: int, out: Path, compressl
             raise RuntimeError(f"rank {rank}: instance {key:#x} unresolved after pass 1")
         writer.close(
             {
-                "traceName": f"lumos-synthetic://{cfg.model.name}/tp{cfg.tp}-pp{cfg.pp}-dp{cfg.dp}/"
+                "traceName": f"lumos-synthetic://{cfg.model.name}/tp{cfg.tp}-pp{cfg.pp}-dp{cfg.dp}"
+                + (f"-cp{cfg.cp}" if cfg.cp > 1 else "")
+                + "/"
                 f"{path.name} (synthetic)"
             }
         )
@@ -344,11 +355,6 @@ def synthesize(
     ``workers`` processes write ranks in parallel (default: 1 below 32 ranks, else up to 8 CPUs);
     the output is the same whatever their number.
     """
-    if cfg.cp > 1:
-        raise ConfigError(
-            "context parallelism (--cp) is modelled by the trace-free prediction only "
-            "(lumos synth --predict-only); the trace generator writes jobs without CP"
-        )
     out = Path(out)
     _prepare_output(out, overwrite)
     job = _Job(cfg)

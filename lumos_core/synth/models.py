@@ -4,8 +4,8 @@ Presets are the GPT-3 sizes of the Lumos paper (Table 1; all with sequence 2048 
 dimension 128) and the Llama 3 dense models (8B/70B/405B: grouped-query attention with 8 KV heads,
 SwiGLU feed-forward, RMSNorm, rotary positions, no biases, untied 128,256-token embeddings; Meta's
 model cards). Their FLOPs and memory formulas are in :mod:`lumos_core.synth.flops` and
-docs/performance-model.md. A :class:`SynthConfig` fixes the model, the 3D-parallel layout (Megatron order:
-tensor-parallel ranks are consecutive, then data-parallel, then pipeline), the microbatching,
+docs/performance-model.md. A :class:`SynthConfig` fixes the model, the parallel layout (Megatron order:
+tensor-parallel ranks are consecutive, then context-parallel, data-parallel, pipeline), the microbatching,
 the GPU and the generator's seed; it round-trips through JSON (``to_json``/``from_json``) and is
 stored in every generated file under ``"lumos_synth_config"``.
 """
@@ -176,7 +176,7 @@ class SynthConfig:
     recompute: str = "none"  # activation recomputation: none, selective (attention core), full
     sp: bool = False  # sequence parallelism: TP all-reduces become reduce-scatter + all-gather
     vp: int = 1  # virtual pipeline stages per rank (interleaved 1F1B when > 1)
-    cp: int = 1  # context parallelism: the sequence split over cp ranks (trace-free only)
+    cp: int = 1  # context parallelism: the sequence split over cp ranks (ring attention)
     attention: str = "flash"  # fused flash attention, or Megatron's unfused QK^T/softmax/PV kernels
     # The CPU blocks on each pipeline transfer (DeepSpeed's pipeline engine: synchronous send/recv)
     # instead of queueing it on a stream and running ahead (Megatron-LM). Trace-free only.
@@ -208,6 +208,11 @@ class SynthConfig:
         return self.micro_batch * self.model.seq // self.cp
 
     @property
+    def dp_cp(self) -> int:
+        """Ranks that reduce gradients and shard the optimizer (Megatron's DP x CP group)."""
+        return self.dp * self.cp
+
+    @property
     def global_batch(self) -> int:
         return self.micro_batch * self.microbatches * self.dp
 
@@ -237,6 +242,9 @@ class SynthConfig:
             raise ConfigError(f"unknown attention {self.attention!r}: use one of {', '.join(ATTENTION)}")
         if m.seq % self.cp:
             raise ConfigError(f"sequence {m.seq} is not divisible by context parallelism {self.cp}")
+        if self.cp > 1 and self.attention != "flash":
+            # Megatron-Core runs CP only inside TransformerEngine's fused attention (the ring).
+            raise ConfigError("context parallelism (--cp) needs fused attention: drop --attention unfused")
         if m.norm not in ("layernorm", "rmsnorm"):
             raise ConfigError(f"unknown norm {m.norm!r}: use layernorm or rmsnorm")
         if m.heads % m.n_kv_heads:
@@ -269,13 +277,18 @@ class SynthConfig:
         """How much longer ``rank``'s kernels run than its GPU's own speed gives (``--slow-rank``)."""
         return next((float(f) for r, f in self.slow_ranks if r == rank), 1.0)
 
-    # ---- rank layout (Megatron order tp-dp-pp: TP fastest) ----
+    # ---- rank layout (Megatron order tp-cp-dp-pp: TP fastest) ----
     def coords(self, rank: int) -> tuple[int, int, int]:
         """(pipeline stage, data-parallel index, tensor-parallel index) of a global rank."""
-        return rank // (self.tp * self.dp), (rank // self.tp) % self.dp, rank % self.tp
+        tc = self.tp * self.cp
+        return rank // (tc * self.dp), (rank // tc) % self.dp, rank % self.tp
 
-    def rank_of(self, stage: int, dp_index: int, tp_index: int) -> int:
-        return stage * self.tp * self.dp + dp_index * self.tp + tp_index
+    def cp_index(self, rank: int) -> int:
+        return (rank // self.tp) % self.cp
+
+    def rank_of(self, stage: int, dp_index: int, tp_index: int, cp_index: int = 0) -> int:
+        tc = self.tp * self.cp
+        return stage * tc * self.dp + dp_index * tc + cp_index * self.tp + tp_index
 
     # ---- JSON ----
     def to_json(self) -> dict[str, Any]:

@@ -62,8 +62,12 @@ ROLE_TP = 0
 ROLE_DP = 1
 ROLE_PREV = 2
 ROLE_NEXT = 3
-ROLE_CP = 4  # context parallelism's K/V ring (trace-free prediction only: no stream in traces)
-N_STREAMS = 5
+# Context parallelism's ring attention (Megatron-Core's default ``cp_comm_type="p2p"``,
+# TransformerEngine's AttnFuncWithCPAndKVP2P): K/V blocks are sent to the next rank of the CP
+# group and received from the previous one, each direction on its own NCCL stream.
+ROLE_CP = 4  # sends to the next rank of the CP ring
+ROLE_CP_RECV = 5  # receives from the previous rank of the CP ring
+N_STREAMS = 7
 
 BF16 = ("BFloat16", 2)
 FP32 = ("Float", 4)

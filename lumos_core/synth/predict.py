@@ -36,6 +36,7 @@ from lumos_core.perf.schedules import interleaved_order, schedule
 from lumos_core.synth.flops import MemoryEstimate, iteration_flops, stage_memory
 from lumos_core.synth.models import SynthConfig
 from lumos_core.synth.plan import (
+    N_STREAMS,
     OP_BEGIN,
     OP_COLL,
     OP_END,
@@ -45,6 +46,7 @@ from lumos_core.synth.plan import (
     OP_SYNC,
     OP_WAIT,
     ROLE_CP,
+    ROLE_CP_RECV,
     ROLE_DP,
     ROLE_TP,
     StagePlan,
@@ -146,7 +148,7 @@ def _run(plan: StagePlan, comm_s: list[float], host_weight: float) -> _Phase:
     host = 0.0
     hw = host_weight * 1e-9  # 0: the CPU already issued everything (it ran ahead)
     lat = LAUNCH_LATENCY_NS * hw
-    avail = [0.0] * 6  # compute, then one stream per role
+    avail = [0.0] * N_STREAMS  # compute, then one stream per role
     handles: dict[int, float] = {}
     for op in plan.ops:
         code = op[0]
@@ -206,11 +208,16 @@ class _Stage:
 
 
 def _group_shapes(cfg: SynthConfig, gpn: int) -> dict[int, GroupShape]:
-    """Megatron's rank order: TP fastest, then CP, DP, PP."""
+    """Megatron's rank order: TP fastest, then CP, DP, PP. Gradients are reduced over DP x CP (one
+    group of stride TP). The CP ring's transfers run in lock step (each kernel waits for its
+    block), so its slowest hop sets the pace: between nodes when the CP group spans nodes."""
+    cp_group = shape_of_strided_group(cfg.cp, cfg.tp, gpn)
+    hop = GroupShape(2, 2, 1) if cp_group.inter_node else GroupShape.single_node(2)
     return {
         ROLE_TP: shape_of_strided_group(cfg.tp, 1, gpn),
-        ROLE_CP: shape_of_strided_group(cfg.cp, cfg.tp, gpn),
-        ROLE_DP: shape_of_strided_group(cfg.dp, cfg.tp * cfg.cp, gpn),
+        ROLE_CP: hop,
+        ROLE_CP_RECV: hop,
+        ROLE_DP: shape_of_strided_group(cfg.dp_cp, cfg.tp, gpn),
     }
 
 

@@ -19,6 +19,8 @@ class RankSetup:
     comm_kernel: list[str]  # NCCL kernel name of each comm descriptor on this rank
     group_index: tuple[int, int]  # process-group index of the TP and DP roles
     group_size: tuple[int, int]
-    peers: tuple[int, int]  # global rank of the previous and next pipeline stage (-1 if none)
+    # global ranks of the previous and next pipeline stage, then of the next and previous rank of
+    # the context-parallel ring (-1 if none)
+    peers: tuple[int, int, int, int]
     start_ns: int  # when the rank starts its first profiled step
     gpu_speed: float  # multiplies every kernel duration

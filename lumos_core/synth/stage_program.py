@@ -91,14 +91,15 @@ class StageProgram:
         """Group name -> parameters of the bucket that closes after that group's backward.
 
         Megatron fills buckets in backward order until each holds ``bucket_params``; sizes are
-        padded to a multiple of the data-parallel size so reduce-scatter shards are equal."""
+        padded to a multiple of the data-parallel size (DP x CP: Megatron reduces gradients over
+        the combined group) so reduce-scatter shards are equal."""
         closes: dict[str, int] = {}
         acc = 0
         groups = self._param_groups()
         for i, (name, n) in enumerate(groups):
             acc += n
             if acc >= self.cfg.bucket_params or i == len(groups) - 1:
-                dp = self.cfg.dp
+                dp = self.cfg.dp_cp
                 closes[name] = (acc + dp - 1) // dp * dp
                 acc = 0
         return closes
@@ -109,7 +110,7 @@ class StageProgram:
 
     def maybe_reduce_scatter(self, th: int, group: str, handles: list[int]) -> None:
         numel = self._buckets.get(group)
-        if numel is None or self.cfg.dp == 1:
+        if numel is None or self.cfg.dp_cp == 1:
             return
         desc = CommDesc(
             ROLE_DP,
@@ -117,7 +118,7 @@ class StageProgram:
             "_reduce_scatter_base",
             "nccl:_reduce_scatter_base",
             numel,
-            numel // self.cfg.dp,
+            numel // self.cfg.dp_cp,
             *BF16,
         )
         h = self.w.new_handle()
@@ -175,7 +176,7 @@ class StageProgram:
         cfg = self.cfg
         chunks = [self, *others]
         self.w.wait(th, rs_handles)  # finish_grad_sync
-        shard = sum(c.rank_params for c in chunks) // cfg.dp
+        shard = sum(c.rank_params for c in chunks) // cfg.dp_cp  # the optimizer shards over DP x CP
         self.w.begin(th, "Optimizer.step#DistributedOptimizer.step")
         t_norm = costs.memory_time(shard * 4, self.w.gpu)
         self.w.kernel(
@@ -196,7 +197,7 @@ class StageProgram:
         buckets = [n for c in chunks for n in c.bucket_sizes]
         for numel in buckets:
             # Adam on the fp32 shard: read/write params, m, v (24 B), read the bf16 grad, write bf16 params.
-            t_adam = costs.memory_time(numel // cfg.dp * 28, self.w.gpu)
+            t_adam = costs.memory_time(numel // cfg.dp_cp * 28, self.w.gpu)
             self.w.kernel(
                 th,
                 KernelDesc(
@@ -209,14 +210,14 @@ class StageProgram:
                     registers=64,
                 ),
             )
-        if cfg.dp > 1:
+        if cfg.dp_cp > 1:
             for numel in buckets:
                 desc = CommDesc(
                     ROLE_DP,
                     CollectiveKind.ALL_GATHER,
                     "_allgather_base",
                     "nccl:_all_gather_base",
-                    numel // cfg.dp,
+                    numel // cfg.dp_cp,
                     numel,
                     *BF16,
                 )

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING
 
 from lumos_core.errors import LumosError
 from lumos_core.synth.plan import (
+    N_STREAMS,
     OP_BEGIN,
     OP_COLL,
     OP_END,
@@ -148,10 +149,11 @@ def run_rank(setup: RankSetup, table: InstanceTable, em: Emitter | None = None) 
     rand = rng.random
 
     clock = [setup.start_ns, setup.start_ns]  # per thread
-    avail = [0, 0, 0, 0, 0]  # per stream: end of the last kernel queued on it
-    pend = [0, 0, 0, 0, 0]  # per stream: unresolved instance key of its last kernel, 0 if none
+    avail = [0] * N_STREAMS  # per stream: end of the last kernel queued on it
+    pend = [0] * N_STREAMS  # per stream: unresolved instance key of its last kernel, 0 if none
     seqs = [0, 0]  # per TP, DP group
-    pseqs = [[0, 0], [0, 0]]  # per pipeline peer (prev, next): [receives, sends]
+    # per peer (pipeline prev, next; CP ring next, prev): [receives, sends]
+    pseqs = [[0, 0], [0, 0], [0, 0], [0, 0]]
     if setup.peers[0] == setup.peers[1] >= 0:  # a two-stage ring (interleaved): one peer both ways,
         pseqs[1] = pseqs[0]  # and NCCL pairs its sends and receives in order whichever the stream
     stacks: tuple[list, list] = ([], [])

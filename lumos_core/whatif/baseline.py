@@ -33,6 +33,8 @@ def _role_from_desc(desc: str) -> str | None:
         return "tp"
     if "pipeline" in d or d in ("pp", "pp_group") or ("embedding" in d and "pipeline" in d):
         return "pp"
+    if d.startswith("context") or d in ("cp", "cp_group"):  # Megatron's CP ring: send/recv, no pipeline
+        return "cp"
     if "data" in d or d in ("dp", "dp_cp", "dp_group", "fsdp", "zero"):
         return "dp"
     return None
@@ -87,7 +89,7 @@ def _first_pairs(a: np.ndarray, b: np.ndarray, counts: bool = False) -> list[tup
 
 
 def group_roles(job: Job) -> tuple[dict[str, str], dict[str, str]]:
-    """(pg name -> "tp"/"pp"/"dp"/"world", pg name -> how it was decided)."""
+    """(pg name -> "tp"/"pp"/"dp"/"cp"/"world", pg name -> how it was decided)."""
     groups = process_groups(job)
     kinds = _collective_kinds_by_group(job)
     world = job.world_size
@@ -242,10 +244,13 @@ def infer_baseline(job: Job, overrides: dict[str, Any] | None = None) -> Baselin
     size = {role: max((len(g) for g in gs), default=1) for role, gs in by_role.items()}
     tp = size.get("tp", 1)
     pp = size.get("pp", 1)
-    dp = size.get("dp", max(1, world // (tp * pp)))
-    if tp * pp * dp != world:
-        notes.append(f"group sizes TP {tp} x PP {pp} x DP {dp} != world size {world}; DP set to fit")
-        dp = max(1, world // (tp * pp))
+    cp = size.get("cp", 1)
+    dp = size.get("dp", max(1, world // (tp * pp * cp)))
+    if cp > 1 and tp * pp * dp == world:  # the largest data group was DP x CP (the gradients' group)
+        dp //= cp
+    if tp * pp * dp * cp != world:
+        notes.append(f"group sizes TP {tp} x PP {pp} x DP {dp} x CP {cp} != world {world}; DP set to fit")
+        dp = max(1, world // (tp * pp * cp))
     src = "process groups (pg_config / collective args)"
     fields["world_size"] = Inferred(
         world, "certain", "distributedInfo.world_size" if job.ranks[0].world_size else "rank files"
@@ -339,6 +344,8 @@ def infer_baseline(job: Job, overrides: dict[str, Any] | None = None) -> Baselin
             fields["vocab"] = Inferred(
                 vocab, "inferred", "widest GEMM output from the hidden size (the LM head)"
             )
+    if "cp" in size and "cp" not in fields:
+        fields["cp"] = Inferred(cp, "inferred", how_for(roles, how, "cp"))
     for k in ("recompute", "sp", "vp", "cp", "mlp"):  # not found in the trace: the knob's stated assumption
         if k not in fields:
             confidence, how_found = KNOB[k].assumed

@@ -244,7 +244,7 @@ def write_job(
     if config is None and isinstance(extra.get("lumos_estimate_config"), dict):
         config = JobConfig.from_dict(extra["lumos_estimate_config"])
     if config is not None and config.world_size == world:
-        layout = GroupLayout(config.tp, config.dp, config.pp)
+        layout = GroupLayout(config.tp, config.dp, config.pp, cp=config.cp)
     else:
         layout = GroupLayout(1, world, 1)
     role_of: Callable[[str], str] | None = None

@@ -159,10 +159,10 @@ def retime_collectives(ctx: RetimeContext, plan: RetimePlan) -> None:
     roles, _ = group_roles(job)
     # Context parallelism (Megatron's order tp-cp-dp-pp): gradients are reduced over DP x CP ranks.
     dp_new, dp_old = config.dp * config.cp, base.dp * base.cp
-    new_size = {"dp": dp_new, "tp": config.tp, "pp": config.pp, "world": config.world_size}
-    old_size = {"dp": dp_old, "tp": base.tp, "pp": base.pp, "world": base.world_size}
-    stride_new = {"tp": 1, "dp": config.tp, "pp": config.tp * dp_new, "world": 1}
-    stride_old = {"tp": 1, "dp": base.tp, "pp": base.tp * dp_old, "world": 1}
+    new_size = {"dp": dp_new, "tp": config.tp, "pp": config.pp, "cp": config.cp, "world": config.world_size}
+    old_size = {"dp": dp_old, "tp": base.tp, "pp": base.pp, "cp": base.cp, "world": base.world_size}
+    stride_new = {"tp": 1, "dp": config.tp, "pp": config.tp * dp_new, "cp": config.tp, "world": 1}
+    stride_old = {"tp": 1, "dp": base.tp, "pp": base.tp * dp_old, "cp": base.tp, "world": 1}
     # Gradient/parameter buffers scale with the parameters a rank holds: layer shape, layers per
     # stage, TP shard. Activations (TP and PP traffic) scale with tokens and hidden.
     params_ratio = 1.0
@@ -214,7 +214,7 @@ def retime_collectives(ctx: RetimeContext, plan: RetimePlan) -> None:
         )
 
 
-_ROLES = ("dp", "tp", "pp", "world")  # what group_roles assigns
+_ROLES = ("dp", "tp", "pp", "world", "cp")  # what group_roles assigns
 
 
 def collective_groups(
