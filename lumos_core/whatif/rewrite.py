@@ -12,6 +12,18 @@ crossed template boundaries in the trace is reconnected to the most recent copy 
 One representative rank per stage is simulated: tensor- and data-parallel peers run the same
 program. Gradient synchronisation runs once per iteration, with the last microbatch.
 
+Interleaved pipelines (Megatron's virtual stages, VP > 1):
+
+* a traced interleaved job is read per (model chunk, microbatch): each layer's forward and backward
+  of each microbatch is its own template wherever the schedule ran it, and the layers' templates
+  are taken from the stage that holds them (:class:`SourceLayout`: chunk c of stage s runs the
+  (c P + s)-th run of layers); the chunks' embedding, head and gradient synchronisation stay with
+  the first chunk of stage 0, the last chunk of the last stage and the last microbatch;
+* a target with VP > 1 is built -- an approximation -- as 1F1B over VP x M sub-microbatches of 1/VP
+  the work each (GPU and host): the same bubble, (P - 1) / (VP M) of the ideal time, and VP x the
+  pipeline transfers of a whole microbatch's activations, but not the interleaved order (the
+  timeline shows sub-microbatches, not model chunks).
+
 The graph being assembled and its program order are in :mod:`~lumos_core.whatif.rewrite_builder`,
 the send/recv and gradient all-reduce it creates in :mod:`~lumos_core.whatif.rewrite_comm`.
 """
@@ -44,6 +56,27 @@ from lumos_core.whatif.segments import Phase, segment_rank
 PP_STREAM = 9001  # stream id of the synthetic pipeline send/recv stream
 
 
+@dataclass(frozen=True)
+class SourceLayout:
+    """Where the trace's layers live: Megatron's layout of ``stages`` x ``chunks`` model chunks
+    (virtual stages), chunk c of stage s holding the (c x stages + s)-th run of layers."""
+
+    layers: int
+    stages: int
+    chunks: int = 1
+
+    @classmethod
+    def of(cls, layers: int, stages: int, chunks: int) -> SourceLayout:
+        if layers % (stages * chunks):
+            split = f"{stages} stages" + (f" x {chunks} virtual stages" if chunks > 1 else "")
+            raise ConfigError(f"the trace's {layers} layers do not split evenly over its {split}")
+        return cls(layers, stages, chunks)
+
+    def stage_of(self, layer: int) -> int:
+        """The traced stage that ran ``layer`` (whose rank holds its templates)."""
+        return (layer // (self.layers // (self.stages * self.chunks))) % self.stages
+
+
 @dataclass
 class Rewritten:
     """The rewritten graph and what turns its simulation into timelines."""
@@ -71,11 +104,6 @@ def build_rewritten(
             "adding tensor parallelism to a trace recorded without it needs per-layer TP "
             "collectives, which the trace does not have: start from a trace with TP > 1"
         )
-    if base.vp != 1:
-        raise ConfigError(
-            "the trace's pipeline is interleaved (virtual stages): rebuilding it is not supported; "
-            "give --baseline-vp 1 if it is not"
-        )
     L0, L1 = base.layers, config.layers or base.layers
     P0, P1, M1 = base.pp, config.pp, config.microbatches
     # Interleaved 1F1B (VP virtual stages per rank) is built as 1F1B over VP x M sub-microbatches of
@@ -83,8 +111,7 @@ def build_rewritten(
     # the pipeline transfers of a whole microbatch's activations (one per model chunk boundary).
     V = config.vp
     M_steps = M1 * V
-    if L0 % P0:
-        raise ConfigError(f"the trace's {L0} layers do not split evenly over its {P0} stages")
+    layout = SourceLayout.of(L0, P0, base.vp)
     lps0 = L0 // P0
     by_rank = {t.rank: t for t in job.ranks}
     stage_of_src = _stage_of_ranks(job, base)
@@ -145,7 +172,7 @@ def build_rewritten(
         nr = new_rank_of[s]
         layer_ids = list(range(s * L1 // P1, (s + 1) * L1 // P1))
         src_layers = [min(lid * L0 // L1, L0 - 1) for lid in layer_ids]
-        home = min(src_layers[0] // lps0, P0 - 1)  # source stage for the prologue/step templates
+        home = layout.stage_of(src_layers[0])  # source stage for the prologue/step templates
         lanes[nr] = []
         lane_key: dict[tuple[int, int], int] = {}
 
@@ -181,7 +208,7 @@ def build_rewritten(
                 / max(L1 * layer_params + nonlayer_params, 1)
             )
             for item in _program(
-                s, P1, M_steps, config.schedule, layer_ids, src_layers, lps0, P0, m_src, home, step_scale,
+                s, P1, M_steps, config.schedule, layer_ids, src_layers, layout, m_src, home, step_scale,
                 sync, 1.0 / V,
             ):  # fmt: skip
                 if item[0] == "grad_sync":
@@ -277,8 +304,7 @@ def _program(
     schedule: str,
     layer_ids: list[int],
     src_layers: list[int],
-    lps0: int,
-    P0: int,
+    layout: SourceLayout,
     m_src: dict[int, int],
     home: int,
     step_scale: float = 1.0,
@@ -288,7 +314,7 @@ def _program(
     """Items of one iteration of stage ``s``: ((source key), drop_dp, scale) or ("p2p", ...);
     ``mb_scale``: the work of each microbatch's templates (1/VP for interleaved stages)."""
     items: list[tuple] = [((home, Phase.PROLOGUE, -1, -1), False, 1.0)]
-    first_src, last_src = 0, P0 - 1
+    first_src, last_src = 0, layout.stages - 1
 
     def src_mb(stage: int, last_mb: bool) -> int:
         # The last microbatch's backward carries the gradient sync; forward templates are alike.
@@ -303,12 +329,12 @@ def _program(
             if s == 0:
                 items.append(((first_src, Phase.PRE_F, -1, 0), False, mb_scale))
             for src in src_layers:
-                items.append(((min(src // lps0, P0 - 1), Phase.F, src, 0), False, mb_scale))
+                items.append(((layout.stage_of(src), Phase.F, src, 0), False, mb_scale))
             if s == P - 1:
                 items.append(((last_src, Phase.MID, -1, 0), False, mb_scale))
         else:
             for src in reversed(src_layers):
-                st = min(src // lps0, P0 - 1)
+                st = layout.stage_of(src)
                 items.append(((st, Phase.B, src, src_mb(st, last_mb)), not last_mb, mb_scale))
             if s == 0:
                 items.append(((first_src, Phase.POST_B, -1, src_mb(first_src, last_mb)), not last_mb, mb_scale))
