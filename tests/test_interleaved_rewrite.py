@@ -71,3 +71,23 @@ def test_a_plain_trace_predicts_the_interleaved_job(tmp_path: Path) -> None:
     v = validate_jobs(_job(tmp_path / "vp1"), _job(tmp_path / "vp2", vp=2))
     assert v.changes == {"vp": 2}
     assert v.predicted_us == pytest.approx(v.measured_us, rel=TOL), (v.error_pct, v.null_error_pct)
+
+
+def test_virtual_stages_are_read_from_layer_annotations_without_synth_metadata(vp2, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A real trace has no lumos_synth_config: stage 0 of 2 running layers 0-1 and 4-5 is 2 chunks,
+    and its forward_step annotations (one per chunk and microbatch) count 2 x 4."""
+    import lumos_core.whatif.baseline as baseline
+
+    monkeypatch.setattr(baseline, "_synth_config", lambda job: None)
+    b = baseline.infer_baseline(vp2)
+    assert (b.config.vp, b.config.microbatches, b.config.layers) == (2, 4, 8)
+    assert b.fields["vp"].confidence == "inferred"
+
+
+def test_a_layer_missing_from_its_stage_is_an_error_not_a_faster_pipeline(vp2) -> None:  # type: ignore[no-untyped-def]
+    """Read as not interleaved, stage 0 would have to run layers 0-3: layer 2 is on stage 1."""
+    from lumos_core.whatif.baseline import infer_baseline
+
+    b = infer_baseline(vp2, overrides={"vp": 1})
+    with pytest.raises(ConfigError, match=r"rank 0: layer 2's forward .*--baseline-vp"):
+        estimate(vp2, {"pp": 4}, baseline=b)

@@ -125,6 +125,7 @@ def build_rewritten(
     segs = {s: segment_rank(by_rank[r]) for s, r in reps.items()}
     m_src = {s: max(seg.n_microbatches, 1) for s, seg in segs.items()}
     templates, tpl_of = _templates(graph, reps, segs)
+    _check_layers_found(templates, layout, reps)
     roles, _ = group_roles(job)
     dp_nodes = _dp_collective_nodes(graph, by_rank, roles)
     blocking = _p2p_blocks_cpu(graph, by_rank)
@@ -393,6 +394,20 @@ def _templates(
             for v in sel.tolist():
                 tpl_of[v] = key
     return out, tpl_of
+
+
+def _check_layers_found(templates: dict[Key, Template], layout: SourceLayout, reps: dict[int, int]) -> None:
+    """Every layer's forward must be on the rank of the stage that the layout says ran it: a layer
+    missing there would be silently left out of the rebuilt pipeline."""
+    for layer in range(layout.layers):
+        stage = layout.stage_of(layer)
+        if (stage, Phase.F, layer, 0) not in templates:
+            chunks = f" x {layout.chunks} virtual stages" if layout.chunks > 1 else ""
+            raise ConfigError(
+                f"rank {reps[stage]}: layer {layer}'s forward is not in its trace, but a pipeline of "
+                f"{layout.stages} stages{chunks} and {layout.layers} layers runs it on stage {stage}: "
+                "give the trace's layout with --baseline-vp (interleaved stages) and --baseline-layers"
+            )
 
 
 def _p2p_blocks_cpu(graph: ExecutionGraph, by_rank: dict[int, RankTrace]) -> bool:
