@@ -10,8 +10,11 @@ is 4-47 % off on these pairs, so a rewrite that loses or doubles a chunk's layer
 
 from __future__ import annotations
 
+import gzip
+import re
 from pathlib import Path
 
+import orjson
 import pytest
 
 from lumos_core.compare.validate import validate_jobs
@@ -19,7 +22,8 @@ from lumos_core.errors import ConfigError
 from lumos_core.synth import ModelSpec, SynthConfig, synthesize
 from lumos_core.trace.loader import load_job
 from lumos_core.whatif.estimate import estimate
-from lumos_core.whatif.rewrite import SourceLayout
+from lumos_core.whatif.segments import Phase, segment_rank
+from lumos_core.whatif.source_layout import SourceLayout, global_layers
 
 MODEL = dict(hidden=2048, ffn=8192, heads=16, seq=2048, vocab=32000)
 BASE = {"tp": 2, "pp": 2, "dp": 2, "microbatches": 4}
@@ -33,8 +37,39 @@ def _job(out: Path, layers: int = 8, **kw):  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture(scope="module")
-def vp2(tmp_path_factory):  # type: ignore[no-untyped-def]
-    return _job(tmp_path_factory.mktemp("vp2") / "job", vp=2)
+def vp2_dir(tmp_path_factory) -> Path:  # type: ignore[no-untyped-def]
+    out = tmp_path_factory.mktemp("vp2") / "job"
+    _job(out, vp=2)
+    return out
+
+
+@pytest.fixture(scope="module")
+def vp2(vp2_dir: Path):  # type: ignore[no-untyped-def]
+    return load_job(vp2_dir, use_cache=False)
+
+
+@pytest.fixture(scope="module")
+def vp1(tmp_path_factory):  # type: ignore[no-untyped-def]
+    return _job(tmp_path_factory.mktemp("vp1") / "job")
+
+
+_LAYER = re.compile(r"^decoder\.layers\.(\d+)(\.backward)?$")
+
+
+def _renumbered(src: Path, out: Path, per: str) -> Path:
+    """The vp=2 job (8 layers, 2 stages x 2 chunks of 2) with its layers numbered from 0 in each
+    model chunk (Megatron-core's module lists) or in each stage, as real traces may name them."""
+    out.mkdir()
+    for f in sorted(src.glob("*.json.gz")):
+        d = orjson.loads(gzip.decompress(f.read_bytes()))
+        for e in d["traceEvents"]:
+            m = _LAYER.match(e.get("name", ""))
+            if m:
+                g = int(m.group(1))
+                local = g % 2 if per == "chunk" else (g // 4) * 2 + g % 2
+                e["name"] = f"decoder.layers.{local}{m.group(2) or ''}"
+        (out / f.name).write_bytes(gzip.compress(orjson.dumps(d), 1))
+    return out
 
 
 def test_chunk_layout_puts_each_layer_on_the_stage_that_ran_it() -> None:
@@ -67,8 +102,8 @@ def test_an_interleaved_trace_predicts_the_job_synthesised_in_the_target(
     assert abs(v.error_pct) < abs(v.null_error_pct)
 
 
-def test_a_plain_trace_predicts_the_interleaved_job(tmp_path: Path) -> None:
-    v = validate_jobs(_job(tmp_path / "vp1"), _job(tmp_path / "vp2", vp=2))
+def test_a_plain_trace_predicts_the_interleaved_job(vp1, vp2) -> None:  # type: ignore[no-untyped-def]
+    v = validate_jobs(vp1, vp2)
     assert v.changes == {"vp": 2}
     assert v.predicted_us == pytest.approx(v.measured_us, rel=TOL), (v.error_pct, v.null_error_pct)
 
@@ -91,3 +126,20 @@ def test_a_layer_missing_from_its_stage_is_an_error_not_a_faster_pipeline(vp2) -
     b = infer_baseline(vp2, overrides={"vp": 1})
     with pytest.raises(ConfigError, match=r"rank 0: layer 2's forward .*--baseline-vp"):
         estimate(vp2, {"pp": 4}, baseline=b)
+
+
+@pytest.mark.parametrize("per", ["chunk", "stage"])
+def test_layers_numbered_per_chunk_or_per_stage_get_their_global_numbers(
+    vp2_dir: Path, vp1, per: str, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    job = load_job(_renumbered(vp2_dir, tmp_path / per, per), use_cache=False)
+    stage1 = next(t for t in job.ranks if t.rank == 4)  # tp 2 x dp 2: rank 4 is stage 1
+    seg = global_layers(segment_rank(stage1), 1, SourceLayout.of(8, 2, 2), 4)
+    fwd = seg.phase == Phase.F
+    assert sorted({int(x) for x in seg.layer[fwd].tolist() if x >= 0}) == [2, 3, 6, 7]
+    # every layer's forward once per microbatch (per chunk: the schedule's k-th step of its chunk)
+    for layer in (2, 3, 6, 7):
+        assert sorted({int(m) for m in seg.mb[fwd & (seg.layer == layer)].tolist()}) == [0, 1, 2, 3]
+    v = validate_jobs(job, vp1)
+    assert v.changes == {"vp": 1}
+    assert v.predicted_us == pytest.approx(v.measured_us, rel=TOL), (v.error_pct, v.null_error_pct)

@@ -16,9 +16,11 @@ Interleaved pipelines (Megatron's virtual stages, VP > 1):
 
 * a traced interleaved job is read per (model chunk, microbatch): each layer's forward and backward
   of each microbatch is its own template wherever the schedule ran it, and the layers' templates
-  are taken from the stage that holds them (:class:`SourceLayout`: chunk c of stage s runs the
-  (c P + s)-th run of layers); the chunks' embedding, head and gradient synchronisation stay with
-  the first chunk of stage 0, the last chunk of the last stage and the last microbatch;
+  are taken from the stage that holds them (:mod:`~lumos_core.whatif.source_layout`: chunk c of
+  stage s runs the (c P + s)-th run of layers; layers numbered per stage or per chunk are given
+  their global numbers, per chunk by the schedule's order of steps); the embedding, head and
+  gradient synchronisation stay with the first chunk of stage 0, the last chunk of the last stage
+  and the last microbatch;
 * a target with VP > 1 is built -- an approximation -- as 1F1B over VP x M sub-microbatches of 1/VP
   the work each (GPU and host): the same bubble, (P - 1) / (VP M) of the ideal time, and VP x the
   pipeline transfers of a whole microbatch's activations, but not the interleaved order (the
@@ -52,29 +54,9 @@ from lumos_core.whatif.rewrite_comm import (
     join_transfers,
 )
 from lumos_core.whatif.segments import Phase, segment_rank
+from lumos_core.whatif.source_layout import SourceLayout, global_layers
 
 PP_STREAM = 9001  # stream id of the synthetic pipeline send/recv stream
-
-
-@dataclass(frozen=True)
-class SourceLayout:
-    """Where the trace's layers live: Megatron's layout of ``stages`` x ``chunks`` model chunks
-    (virtual stages), chunk c of stage s holding the (c x stages + s)-th run of layers."""
-
-    layers: int
-    stages: int
-    chunks: int = 1
-
-    @classmethod
-    def of(cls, layers: int, stages: int, chunks: int) -> SourceLayout:
-        if layers % (stages * chunks):
-            split = f"{stages} stages" + (f" x {chunks} virtual stages" if chunks > 1 else "")
-            raise ConfigError(f"the trace's {layers} layers do not split evenly over its {split}")
-        return cls(layers, stages, chunks)
-
-    def stage_of(self, layer: int) -> int:
-        """The traced stage that ran ``layer`` (whose rank holds its templates)."""
-        return (layer // (self.layers // (self.stages * self.chunks))) % self.stages
 
 
 @dataclass
@@ -122,7 +104,9 @@ def build_rewritten(
         raise ConfigError(
             f"the trace holds {len(reps)} of its {P0} pipeline stages: every stage's rank file is needed"
         )
-    segs = {s: segment_rank(by_rank[r]) for s, r in reps.items()}
+    segs = {
+        s: global_layers(segment_rank(by_rank[r]), s, layout, base.microbatches) for s, r in reps.items()
+    }
     m_src = {s: max(seg.n_microbatches, 1) for s, seg in segs.items()}
     templates, tpl_of = _templates(graph, reps, segs)
     _check_layers_found(templates, layout, reps)
@@ -396,7 +380,9 @@ def _templates(
     return out, tpl_of
 
 
-def _check_layers_found(templates: dict[Key, Template], layout: SourceLayout, reps: dict[int, int]) -> None:
+def _check_layers_found(
+    templates: dict[Key, Template], layout: SourceLayout, reps: dict[int, int]
+) -> None:
     """Every layer's forward must be on the rank of the stage that the layout says ran it: a layer
     missing there would be silently left out of the rebuilt pipeline."""
     for layer in range(layout.layers):
