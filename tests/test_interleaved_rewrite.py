@@ -89,8 +89,16 @@ def test_the_baseline_reads_its_virtual_stages(vp2) -> None:  # type: ignore[no-
 
 @pytest.mark.parametrize(
     "target",
-    [{}, {"pp": 4}, {"pp": 1}, {"vp": 2, "microbatches": 8}, {"vp": 2, "layers": 16}],
-    ids=["vp1", "pp4", "pp1", "vp2-mb8", "vp2-layers16"],
+    [
+        {},
+        {"pp": 4},
+        {"pp": 1},
+        {"vp": 2, "microbatches": 8},
+        {"vp": 2, "layers": 16},
+        {"vp": 2, "pp": 4},
+        {"vp": 2, "pp": 4, "layers": 16},
+    ],
+    ids=["vp1", "pp4", "pp1", "vp2-mb8", "vp2-layers16", "vp2-pp4", "vp2-pp4-layers16"],
 )
 def test_an_interleaved_trace_predicts_the_job_synthesised_in_the_target(
     vp2, target: dict, tmp_path: Path
@@ -106,6 +114,21 @@ def test_a_plain_trace_predicts_the_interleaved_job(vp1, vp2) -> None:  # type: 
     v = validate_jobs(vp1, vp2)
     assert v.changes == {"vp": 2}
     assert v.predicted_us == pytest.approx(v.measured_us, rel=TOL), (v.error_pct, v.null_error_pct)
+    assert any("vp=2 (rewrite): interleaved 1F1B rebuilt in Megatron-LM's order" in n for n in v.result.notes)
+
+
+def test_the_rebuilt_interleaved_stage_runs_its_chunks_in_megatrons_order(vp1) -> None:  # type: ignore[no-untyped-def]
+    """Stage 0 of 2 with 2 chunks of 2 layers (8 layers): chunk 0 = layers 0-1, chunk 1 = 4-5, in
+    interleaved_order: F(mb0,c0) F(mb1,c0) F(mb0,c1) F(mb1,c1) ... (warm-up of (P-1)*2 + (V-1)*P)."""
+    from lumos_core.graph.build import build_graph
+    from lumos_core.whatif.baseline import infer_baseline
+    from lumos_core.whatif.rewrite import build_rewritten
+
+    b = infer_baseline(vp1)
+    rw = build_rewritten(vp1, build_graph(vp1), b, b.config.with_changes(vp=2), [])
+    forwards = [key[2] for nr, it, key in rw.instance_info if nr == 0 and it == 0 and key[1] == Phase.F]
+    assert forwards[:8] == [0, 1, 0, 1, 4, 5, 4, 5]
+    assert sorted(set(forwards)) == [0, 1, 4, 5] and len(forwards) == 2 * 2 * 4
 
 
 def test_virtual_stages_are_read_from_layer_annotations_without_synth_metadata(vp2, monkeypatch) -> None:  # type: ignore[no-untyped-def]
