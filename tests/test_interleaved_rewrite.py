@@ -56,18 +56,20 @@ def vp1(tmp_path_factory):  # type: ignore[no-untyped-def]
 _LAYER = re.compile(r"^decoder\.layers\.(\d+)(\.backward)?$")
 
 
-def _renumbered(src: Path, out: Path, per: str) -> Path:
-    """The vp=2 job (8 layers, 2 stages x 2 chunks of 2) with its layers numbered from 0 in each
-    model chunk (Megatron-core's module lists) or in each stage, as real traces may name them."""
+# The vp=2 job (8 layers, 2 stages x 2 chunks of 2) with its layers numbered from 0 in each model
+# chunk (Megatron-core's module lists) or in each stage, as real traces may name them.
+PER_CHUNK = {"chunk": lambda g: g % 2, "stage": lambda g: (g // 4) * 2 + g % 2}
+
+
+def _renumbered(src: Path, out: Path, local) -> Path:  # type: ignore[no-untyped-def]
+    """``src`` with layer g renamed ``decoder.layers.<local(g)>``."""
     out.mkdir()
     for f in sorted(src.glob("*.json.gz")):
         d = orjson.loads(gzip.decompress(f.read_bytes()))
         for e in d["traceEvents"]:
             m = _LAYER.match(e.get("name", ""))
             if m:
-                g = int(m.group(1))
-                local = g % 2 if per == "chunk" else (g // 4) * 2 + g % 2
-                e["name"] = f"decoder.layers.{local}{m.group(2) or ''}"
+                e["name"] = f"decoder.layers.{local(int(m.group(1)))}{m.group(2) or ''}"
         (out / f.name).write_bytes(gzip.compress(orjson.dumps(d), 1))
     return out
 
@@ -155,7 +157,7 @@ def test_a_layer_missing_from_its_stage_is_an_error_not_a_faster_pipeline(vp2) -
 def test_layers_numbered_per_chunk_or_per_stage_get_their_global_numbers(
     vp2_dir: Path, vp1, per: str, tmp_path: Path
 ) -> None:  # type: ignore[no-untyped-def]
-    job = load_job(_renumbered(vp2_dir, tmp_path / per, per), use_cache=False)
+    job = load_job(_renumbered(vp2_dir, tmp_path / per, PER_CHUNK[per]), use_cache=False)
     stage1 = next(t for t in job.ranks if t.rank == 4)  # tp 2 x dp 2: rank 4 is stage 1
     seg = global_layers(segment_rank(stage1), 1, SourceLayout.of(8, 2, 2), 4)
     fwd = seg.phase == Phase.F
@@ -165,4 +167,15 @@ def test_layers_numbered_per_chunk_or_per_stage_get_their_global_numbers(
         assert sorted({int(m) for m in seg.mb[fwd & (seg.layer == layer)].tolist()}) == [0, 1, 2, 3]
     v = validate_jobs(job, vp1)
     assert v.changes == {"vp": 1}
+    assert v.predicted_us == pytest.approx(v.measured_us, rel=TOL), (v.error_pct, v.null_error_pct)
+
+
+def test_a_plain_pipeline_numbered_per_stage_is_rebuilt_whole(tmp_path: Path) -> None:
+    """1F1B, 2 stages of 4 layers each named 0-3: stage 1's layers are 4-7 (before, the rebuild
+    looked for 4-7 there, found nothing and predicted pp 4 36.7 % too fast)."""
+    src = tmp_path / "vp1"
+    _job(src)
+    job = load_job(_renumbered(src, tmp_path / "per-stage", lambda g: g % 4), use_cache=False)
+    v = validate_jobs(job, _job(tmp_path / "pp4", pp=4))
+    assert v.changes == {"pp": 4}
     assert v.predicted_us == pytest.approx(v.measured_us, rel=TOL), (v.error_pct, v.null_error_pct)
