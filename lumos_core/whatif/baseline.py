@@ -293,11 +293,18 @@ def infer_baseline(job: Job, overrides: dict[str, Any] | None = None) -> Baselin
         microbatches = int(synth["microbatches"])
         fields["microbatches"] = Inferred(microbatches, "certain", "recorded by lumos synth")
     else:
+        chunks = _layer_chunks(job, pp)
+        if chunks:
+            fields["vp"] = Inferred(
+                chunks, "inferred", f"each pipeline rank's layer annotations form {chunks} separate runs"
+            )
         fwd_steps = _forward_step_count(job)
         if fwd_steps:
-            microbatches = fwd_steps
+            microbatches = max(1, fwd_steps // (chunks or 1))  # interleaved: one forward_step per chunk
             fields["microbatches"] = Inferred(
-                microbatches, "inferred", "forward_step annotations per iteration"
+                microbatches,
+                "inferred",
+                "forward_step annotations per iteration" + (f" / {chunks} model chunks" if chunks else ""),
             )
         elif passes:
             microbatches = passes
@@ -469,6 +476,20 @@ def _forward_step_count(job: Job) -> int | None:
         return None
     n = int(np.count_nonzero((t.kind == Kind.USER_ANNOTATION) & np.isin(t.name, ids)))
     return max(1, round(n / _steps_per_rank(t)))
+
+
+def _layer_chunks(job: Job, pp: int) -> int | None:
+    """Model chunks per rank of an interleaved pipeline (> 1), from globally numbered layer
+    annotations: every rank's layers form that many separate runs (2 stages x 2 chunks of 8 layers:
+    stage 0 runs layers 0-1 and 4-5). None when the ranks disagree or hold one run each."""
+    if pp <= 1:
+        return None
+    runs = set()
+    for t in job.ranks:
+        idx = sorted({v for v in map(layer_index, t.strings) if v is not None})
+        if idx:
+            runs.add(1 + sum(1 for a, b in zip(idx, idx[1:]) if b != a + 1))
+    return runs.pop() if len(runs) == 1 and min(runs) > 1 else None
 
 
 def _stage_local_layer_numbers(job: Job, pp: int) -> bool:

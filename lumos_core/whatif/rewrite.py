@@ -12,6 +12,25 @@ crossed template boundaries in the trace is reconnected to the most recent copy 
 One representative rank per stage is simulated: tensor- and data-parallel peers run the same
 program. Gradient synchronisation runs once per iteration, with the last microbatch.
 
+Interleaved pipelines (Megatron's virtual stages, VP > 1):
+
+* a traced interleaved job is read per (model chunk, microbatch): each layer's forward and backward
+  of each microbatch is its own template wherever the schedule ran it, and the layers' templates
+  are taken from the stage that holds them (:mod:`~lumos_core.whatif.source_layout`: chunk c of
+  stage s runs the (c P + s)-th run of layers; layers numbered per stage or per chunk are given
+  their global numbers, per chunk by the schedule's order of steps); the embedding, head and
+  gradient synchronisation stay with the first chunk of stage 0, the last chunk of the last stage
+  and the last microbatch;
+* a target with VP > 1 is built in Megatron-LM's interleaved order
+  (:func:`~lumos_core.perf.schedules.interleaved_steps`): stage s holds chunks c = 0..VP-1 of
+  L / (P VP) layers (model piece c P + s), each (microbatch, chunk) step copies those layers'
+  templates, and the stages form a ring (the last stage's chunk c feeds stage 0's chunk c + 1).
+  The n-th transfer over a link meets the n-th on the other side (Megatron's order guarantees it);
+  transfers to the previous and the next stage run on separate streams, as PyTorch's NCCL
+  streams per peer do. Approximations: a layer's template is the same whatever chunk runs it, and
+  the host work between steps that belongs to no layer (the traced send/recv calls and their
+  event waits) is replaced by the rebuilt send/recv groups, as for 1F1B.
+
 The graph being assembled and its program order are in :mod:`~lumos_core.whatif.rewrite_builder`,
 the send/recv and gradient all-reduce it creates in :mod:`~lumos_core.whatif.rewrite_comm`.
 """
@@ -26,7 +45,7 @@ import numpy as np
 from lumos_core.errors import ConfigError
 from lumos_core.graph.model import EdgeKind, ExecutionGraph, NodeType
 from lumos_core.perf import costs
-from lumos_core.perf.schedules import pipeline_steps
+from lumos_core.perf.schedules import interleaved_steps, pipeline_steps
 from lumos_core.trace.model import CollectiveKind, Job, Kind, LaneRole, RankTrace
 from lumos_core.whatif.baseline import group_roles, process_groups
 from lumos_core.whatif.config import Baseline, JobConfig
@@ -40,8 +59,10 @@ from lumos_core.whatif.rewrite_comm import (
     join_transfers,
 )
 from lumos_core.whatif.segments import Phase, segment_rank
+from lumos_core.whatif.source_layout import SourceLayout, global_layers
 
 PP_STREAM = 9001  # stream id of the synthetic pipeline send/recv stream
+PREV_LANE = -3  # source lane standing for an interleaved stage's stream to its previous stage
 
 
 @dataclass
@@ -71,20 +92,10 @@ def build_rewritten(
             "adding tensor parallelism to a trace recorded without it needs per-layer TP "
             "collectives, which the trace does not have: start from a trace with TP > 1"
         )
-    if base.vp != 1:
-        raise ConfigError(
-            "the trace's pipeline is interleaved (virtual stages): rebuilding it is not supported; "
-            "give --baseline-vp 1 if it is not"
-        )
     L0, L1 = base.layers, config.layers or base.layers
     P0, P1, M1 = base.pp, config.pp, config.microbatches
-    # Interleaved 1F1B (VP virtual stages per rank) is built as 1F1B over VP x M sub-microbatches of
-    # 1/VP the work each (GPU and host): the same bubble, (P-1)/(VP M) of the ideal time, and VP x
-    # the pipeline transfers of a whole microbatch's activations (one per model chunk boundary).
-    V = config.vp
-    M_steps = M1 * V
-    if L0 % P0:
-        raise ConfigError(f"the trace's {L0} layers do not split evenly over its {P0} stages")
+    V = config.vp  # interleaved 1F1B when > 1: V model chunks per stage, in Megatron's order
+    layout = SourceLayout.of(L0, P0, base.vp)
     lps0 = L0 // P0
     by_rank = {t.rank: t for t in job.ranks}
     stage_of_src = _stage_of_ranks(job, base)
@@ -95,9 +106,12 @@ def build_rewritten(
         raise ConfigError(
             f"the trace holds {len(reps)} of its {P0} pipeline stages: every stage's rank file is needed"
         )
-    segs = {s: segment_rank(by_rank[r]) for s, r in reps.items()}
+    segs = {
+        s: global_layers(segment_rank(by_rank[r]), s, layout, base.microbatches) for s, r in reps.items()
+    }
     m_src = {s: max(seg.n_microbatches, 1) for s, seg in segs.items()}
     templates, tpl_of = _templates(graph, reps, segs)
+    _check_layers_found(templates, layout, reps)
     roles, _ = group_roles(job)
     dp_nodes = _dp_collective_nodes(graph, by_rank, roles)
     blocking = _p2p_blocks_cpu(graph, by_rank)
@@ -130,7 +144,8 @@ def build_rewritten(
     }
 
     def p2p_ns_between(stage: int) -> int:
-        return p2p_ns_of[(stage * stage_ranks) // gpn != ((stage + 1) * stage_ranks) // gpn]
+        nxt = (stage + 1) % P1 if V > 1 else stage + 1  # interleaved: the last stage feeds stage 0
+        return p2p_ns_of[(stage * stage_ranks) // gpn != (nxt * stage_ranks) // gpn]
 
     p2p_ns = max(p2p_ns_between(s) for s in range(max(P1 - 1, 1)))
     n_iter = min(3, max(len(by_rank[reps[0]].iterations), 1))
@@ -143,16 +158,18 @@ def build_rewritten(
 
     for s in range(P1):
         nr = new_rank_of[s]
-        layer_ids = list(range(s * L1 // P1, (s + 1) * L1 // P1))
-        src_layers = [min(lid * L0 // L1, L0 - 1) for lid in layer_ids]
-        home = min(src_layers[0] // lps0, P0 - 1)  # source stage for the prologue/step templates
+        chunk_ids = [_piece_layers(c * P1 + s, P1 * V, L1) for c in range(V)]  # V = 1: the stage's
+        layer_ids = [lid for ids in chunk_ids for lid in ids]
+        chunk_src = [[min(lid * L0 // L1, L0 - 1) for lid in ids] for ids in chunk_ids]
+        home = layout.stage_of(chunk_src[0][0])  # source stage for the prologue/step templates
         lanes[nr] = []
         lane_key: dict[tuple[int, int], int] = {}
 
         def lane_of(src_rank: int, src_lane: int, nr: int = nr, lane_key: dict = lane_key) -> int:
             key = signatures.get((src_rank, src_lane))
             if key is None:
-                key = _lane_signature(by_rank[src_rank], src_lane, roles) if src_rank >= 0 else (1, -1)
+                key = _lane_signature(by_rank[src_rank], src_lane, roles) if src_rank >= 0 else None
+                key = key or (1, PREV_LANE if src_lane == PREV_LANE else -1)  # new streams
                 signatures[(src_rank, src_lane)] = key
             idx = lane_key.get(key)
             if idx is None:
@@ -171,6 +188,7 @@ def build_rewritten(
         iterations[nr] = []
         for it in range(n_iter):
             iterations[nr].append(len(instance_info))
+            sent: dict[tuple[str, str], int] = defaultdict(int)  # transfers so far per (op, payload)
             src_stage_layers = lps0
             step_scale = (len(layer_ids) * layer_params + nonlayer_params / P1) / (
                 src_stage_layers * layer_params + nonlayer_params / P0
@@ -181,9 +199,8 @@ def build_rewritten(
                 / max(L1 * layer_params + nonlayer_params, 1)
             )
             for item in _program(
-                s, P1, M_steps, config.schedule, layer_ids, src_layers, lps0, P0, m_src, home, step_scale,
-                sync, 1.0 / V,
-            ):  # fmt: skip
+                s, P1, M1, V, config.schedule, chunk_src, layout, m_src, home, step_scale, sync
+            ):
                 if item[0] == "grad_sync":
                     emit_grad_sync(
                         b, nr, main_proc, lane_of(-2, -2), compute_proc, item[1], config, cpu_only, last
@@ -194,16 +211,18 @@ def build_rewritten(
                         b,
                         nr,
                         main_proc,
-                        lane_of(-1, -1),
+                        [lane_of(-1, _p2p_lane(x[1], V)) for x in item[1]],
                         compute_proc,
                         [x[0] for x in item[1]],
-                        [p2p_ns_between(s if x[1] == "next" else s - 1) for x in item[1]],
+                        [p2p_ns_between(s if x[1] == "next" else (s - 1) % P1) for x in item[1]],
                         last,
                         blocking,
                     )
-                    for (op, peer, payload, m), arrive in zip(item[1], arrives):
-                        boundary = s if peer == "next" else s - 1
-                        pairs[(payload, m, it, boundary)][op] = arrive
+                    # The n-th send over a link meets the n-th receive there (in 1F1B: microbatch n).
+                    for (op, peer, payload, _m), arrive in zip(item[1], arrives):
+                        link = s if peer == "next" else (s - 1) % P1
+                        pairs[(payload, sent[(op, payload)], it, link)][op] = arrive
+                        sent[(op, payload)] += 1
                     continue
                 key, drop_dp, scale = item
                 tpl = templates.get(key)
@@ -225,7 +244,6 @@ def build_rewritten(
                     dp_nodes if drop_dp else None,
                     scale,
                     cpu_only,
-                    dp_nodes if V > 1 else None,
                 )
                 emitted[key] = inst
     for ends in pairs.values():
@@ -244,10 +262,10 @@ def build_rewritten(
         )
     if V > 1:
         notes.append(
-            f"vp={V} (rewrite): interleaved 1F1B timed as 1F1B over {V} x {M1} sub-microbatches of 1/{V} "
-            f"the work each (an approximation: the same bubble, (PP-1)/(VP x microbatches) = "
-            f"{(P1 - 1) / (V * M1):.3f} of the ideal time, and {V}x the pipeline transfers of "
-            f"{act_bytes / 2**20:.1f} MiB); the timeline shows sub-microbatches, not model chunks"
+            f"vp={V} (rewrite): interleaved 1F1B rebuilt in Megatron-LM's order: {V} model chunks of "
+            f"{L1 // (P1 * V)} layer(s) per stage, the bubble (PP-1)/(VP x microbatches) = "
+            f"{(P1 - 1) / (V * M1):.3f} of the ideal time, {V}x the pipeline transfers of "
+            f"{act_bytes / 2**20:.1f} MiB around the stage ring"
         )
     if L1 != L0:
         notes.append(
@@ -274,49 +292,55 @@ def _program(
     s: int,
     P: int,
     M: int,
+    V: int,
     schedule: str,
-    layer_ids: list[int],
-    src_layers: list[int],
-    lps0: int,
-    P0: int,
+    chunk_src: list[list[int]],
+    layout: SourceLayout,
     m_src: dict[int, int],
     home: int,
     step_scale: float = 1.0,
     grad_sync_bytes: float = 0.0,
-    mb_scale: float = 1.0,
 ) -> list[tuple]:
-    """Items of one iteration of stage ``s``: ((source key), drop_dp, scale) or ("p2p", ...);
-    ``mb_scale``: the work of each microbatch's templates (1/VP for interleaved stages)."""
+    """Items of one iteration of stage ``s``: ((source key), drop_dp, scale) or ("p2p", ...).
+    ``chunk_src``: the source layers of each of the stage's model chunks (one without VP)."""
     items: list[tuple] = [((home, Phase.PROLOGUE, -1, -1), False, 1.0)]
-    first_src, last_src = 0, P0 - 1
+    first_src, last_src = 0, layout.stages - 1
 
     def src_mb(stage: int, last_mb: bool) -> int:
         # The last microbatch's backward carries the gradient sync; forward templates are alike.
         return m_src.get(stage, 1) - 1 if last_mb else 0
 
-    for step in pipeline_steps(schedule, s, P, M):
+    steps = interleaved_steps(s, P, V, M) if V > 1 else pipeline_steps(schedule, s, P, M)
+    for step in steps:
         if step.phase == "P2P":
             items.append(("p2p", [(x.op, x.peer, x.payload, x.microbatch) for x in step.transfers]))
             continue
         last_mb = step.microbatch == M - 1
+        first_piece, last_piece = s == 0 and step.chunk == 0, s == P - 1 and step.chunk == V - 1
+        src_layers = chunk_src[step.chunk]
         if step.phase == "F":
-            if s == 0:
-                items.append(((first_src, Phase.PRE_F, -1, 0), False, mb_scale))
+            if first_piece:
+                items.append(((first_src, Phase.PRE_F, -1, 0), False, 1.0))
             for src in src_layers:
-                items.append(((min(src // lps0, P0 - 1), Phase.F, src, 0), False, mb_scale))
-            if s == P - 1:
-                items.append(((last_src, Phase.MID, -1, 0), False, mb_scale))
+                items.append(((layout.stage_of(src), Phase.F, src, 0), False, 1.0))
+            if last_piece:
+                items.append(((last_src, Phase.MID, -1, 0), False, 1.0))
         else:
             for src in reversed(src_layers):
-                st = min(src // lps0, P0 - 1)
-                items.append(((st, Phase.B, src, src_mb(st, last_mb)), not last_mb, mb_scale))
-            if s == 0:
-                items.append(((first_src, Phase.POST_B, -1, src_mb(first_src, last_mb)), not last_mb, mb_scale))
+                st = layout.stage_of(src)
+                items.append(((st, Phase.B, src, src_mb(st, last_mb)), not last_mb, 1.0))
+            if first_piece:
+                items.append(((first_src, Phase.POST_B, -1, src_mb(first_src, last_mb)), not last_mb, 1.0))
     # The optimizer works on the parameters the stage holds.
     if grad_sync_bytes:
         items.append(("grad_sync", grad_sync_bytes))
     items.append(((home, Phase.STEP, -1, -1), False, step_scale))
     return items
+
+
+def _piece_layers(piece: int, pieces: int, layers: int) -> list[int]:
+    """The layers of model piece ``piece`` of ``pieces`` (stages x chunks, Megatron's order)."""
+    return list(range(piece * layers // pieces, (piece + 1) * layers // pieces))
 
 
 # ------------------------------------------------------------------------------------------ templates
@@ -367,6 +391,22 @@ def _templates(
             for v in sel.tolist():
                 tpl_of[v] = key
     return out, tpl_of
+
+
+def _check_layers_found(
+    templates: dict[Key, Template], layout: SourceLayout, reps: dict[int, int]
+) -> None:
+    """Every layer's forward must be on the rank of the stage that the layout says ran it: a layer
+    missing there would be silently left out of the rebuilt pipeline."""
+    for layer in range(layout.layers):
+        stage = layout.stage_of(layer)
+        if (stage, Phase.F, layer, 0) not in templates:
+            chunks = f" x {layout.chunks} virtual stages" if layout.chunks > 1 else ""
+            raise ConfigError(
+                f"rank {reps[stage]}: layer {layer}'s forward is not in its trace, but a pipeline of "
+                f"{layout.stages} stages{chunks} and {layout.layers} layers runs it on stage {stage}: "
+                "give the trace's layout with --baseline-vp (interleaved stages) and --baseline-layers"
+            )
 
 
 def _p2p_blocks_cpu(graph: ExecutionGraph, by_rank: dict[int, RankTrace]) -> bool:
@@ -425,6 +465,12 @@ def _lane_signature(t: RankTrace, lane: int, roles: dict[str, str]) -> tuple[int
     return (0, int(ln.role) * 100000 + (0 if ln.role <= LaneRole.CPU_AUTOGRAD else ln.tid % 99991))
 
 
+def _p2p_lane(peer: str, V: int) -> int:
+    """The new lane of a transfer: one pipeline stream, or with interleaved stages -- whose groups
+    talk to both neighbours at once -- one per peer (PyTorch's NCCL stream per peer pair)."""
+    return PREV_LANE if V > 1 and peer == "prev" else -1
+
+
 def _lane_with_role(t: RankTrace, role: LaneRole) -> int:
     for ln in t.lanes:
         if ln.role == role:
@@ -449,13 +495,9 @@ def _emit(
     drop: set[int] | None,
     scale: float,
     cpu_only: bool = False,
-    sub: set[int] | None = None,
 ) -> dict[int, int]:
     """Copy a template: its nodes, internal dependencies and measured lags; chain it after what each
-    processor ran last; reconnect dependencies on other templates to their latest copies. ``sub``
-    (a sub-microbatch of interleaved stages): ``scale`` also applies to host work and to the
-    collectives' transfers, except those of ``sub`` (the gradient synchronisation)."""
-    scale_cpu = sub is not None
+    processor ran last; reconnect dependencies on other templates to their latest copies."""
     nodes = (
         tpl.nodes if drop is None else np.asarray([v for v in tpl.nodes.tolist() if v not in drop], np.int64)
     )
@@ -466,8 +508,8 @@ def _emit(
         d = int(graph.dur[v])
         if (
             scale != 1.0
-            and (graph.arrive_of[v] < 0 or (scale_cpu and v not in sub))  # type: ignore[operator]
-            and (typ == NodeType.GPU or ((cpu_only or scale_cpu) and typ == NodeType.CPU))
+            and graph.arrive_of[v] < 0
+            and (typ == NodeType.GPU or (cpu_only and typ == NodeType.CPU))
         ):
             d = int(round(d * scale))
         copy[v] = b.add(tpl.rank, int(graph.event[v]), nr, typ, lane_of(rank, lane), d, inst)
@@ -496,7 +538,7 @@ def _emit(
                 continue
             same_proc = kind in (EdgeKind.CPU_THREAD, EdgeKind.STREAM) and graph.proc[u] == graph.proc[v]
             if u in copy:
-                if (cpu_only or scale_cpu) and scale != 1.0 and kind == EdgeKind.CPU_THREAD:
+                if cpu_only and scale != 1.0 and kind == EdgeKind.CPU_THREAD:
                     lag = int(round(lag * scale))  # CPU-only: operators work between their children
                 b.sp.append((copy[u], nv, lag, fe, kind))
                 chained |= same_proc

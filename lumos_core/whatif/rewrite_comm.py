@@ -18,7 +18,7 @@ def emit_p2p_group(
     b: Builder,
     nr: int,
     cpu_proc: int,
-    gpu_proc: int,
+    gpu_procs: list[int],
     compute_proc: int,
     ops: list[str],
     ns: list[int],
@@ -26,13 +26,14 @@ def emit_p2p_group(
     blocking: bool,
 ) -> list[int]:
     """A group of sends/recvs issued together (Megatron's batched p2p): one CPU call per transfer,
-    each kernel on the pipeline stream as arrive -> (join with the peer) -> transfer. Like every
+    each kernel on its pipeline stream (``gpu_procs``: one per transfer) as arrive -> (join with the
+    peer) -> transfer. Like every
     NCCL operation in PyTorch it first waits for the compute stream's latest work; the compute
     stream's next work waits for the whole group (Megatron waits on every request, sends too). When
     the traced job made the CPU wait for its transfers (a synchronize after them), a CPU wait follows the group too."""
     arrives = []
     xfers = []
-    for i, op in enumerate(ops):
+    for i, (op, gpu_proc) in enumerate(zip(ops, gpu_procs)):
         cpu = b.add(-1, -1, nr, NodeType.CPU, cpu_proc, P2P_LAUNCH_NS, -1, op)
         chain(b, cpu, 0, last)
         prev = last.get(LAST_CPU)

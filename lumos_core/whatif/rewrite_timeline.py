@@ -16,7 +16,7 @@ from lumos_core.graph.model import EdgeKind, ExecutionGraph, NodeType
 from lumos_core.trace.model import GPU_ACTIVITY_KINDS, Collectives, Kind, Lane, LaneRole, RankTrace
 from lumos_core.trace.rank_analysis import analyse_rank
 from lumos_core.whatif.parent_placement import copies_of, parent_copy, place
-from lumos_core.whatif.rewrite import PP_STREAM, Rewritten
+from lumos_core.whatif.rewrite import PP_STREAM, PREV_LANE, Rewritten
 
 
 class _Rows:
@@ -202,17 +202,18 @@ def _make_lanes(sources: list[tuple[int, int]], by_rank: dict[int, RankTrace]) -
                 )
             )
             continue
-        if r < 0:
+        if r < 0:  # the pipeline stream (interleaved: to the next stage; PREV_LANE: to the previous)
+            stream = PP_STREAM + 2 if lane == PREV_LANE else PP_STREAM
             lanes.append(
                 Lane(
                     index=i,
                     is_gpu=True,
                     pid=device,
-                    tid=PP_STREAM,
-                    name=f"stream {PP_STREAM}",
+                    tid=stream,
+                    name=f"stream {stream}",
                     role=LaneRole.COMMUNICATION,
                     device=device,
-                    stream=PP_STREAM,
+                    stream=stream,
                 )
             )
             continue
