@@ -204,3 +204,14 @@ def test_a_knob_added_to_the_registry_alone_reaches_every_part() -> None:
     assert got["notes"] == [
         "fp8=true: no re-timing rule for this knob yet; the predicted time does not include its effect"
     ]
+
+
+def test_a_configuration_label_names_context_and_virtual_pipeline_parallelism() -> None:
+    """`lumos estimate` prints "baseline <label> <N> GPUs": a CP2 job of 16 GPUs labelled "TP2 PP2
+    DP2" reads as 8 GPUs; the label names CP and VP when they are in use, and only then."""
+    from lumos_core.whatif.config import JobConfig
+
+    plain = JobConfig(tp=2, pp=2, dp=2)
+    assert plain.label() == "TP2 PP2 DP2"
+    assert plain.with_changes(cp=2).label() == "TP2 PP2 DP2 CP2"
+    assert plain.with_changes(vp=2).label() == "TP2 PP2 DP2 VP2"

@@ -73,8 +73,9 @@ class JobConfigMethods:
 
     def label(self, baseline: JobConfig | None = None) -> str:
         """A short scenario name: what differs from ``baseline`` ("DP 16", "PP 4 x 16 microbatches")."""
-        if baseline is None:
-            return f"TP{self.tp} PP{self.pp} DP{self.dp}"
+        if baseline is None:  # CP and VP only when in use: "TP2 PP2 DP2" must not name a 16-GPU CP2 job
+            extra = "".join(f" {k}{getattr(self, k.lower())}" for k in ("CP", "VP") if getattr(self, k.lower(), 1) > 1)
+            return f"TP{self.tp} PP{self.pp} DP{self.dp}{extra}"
         parts = []
         for k in REGISTRY:
             a, b = getattr(baseline, k.name), getattr(self, k.name)
