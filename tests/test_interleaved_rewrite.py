@@ -117,6 +117,9 @@ def test_a_plain_trace_predicts_the_interleaved_job(vp1, vp2) -> None:  # type: 
     assert v.changes == {"vp": 2}
     assert v.predicted_us == pytest.approx(v.measured_us, rel=TOL), (v.error_pct, v.null_error_pct)
     assert any("vp=2 (rewrite): interleaved 1F1B rebuilt in Megatron-LM's order" in n for n in v.result.notes)
+    # the pipeline note names the interleaved schedule too (it said plain "1f1b" beside the vp note)
+    rebuilt = [n for n in v.result.notes if n.startswith("pipeline rebuilt")]
+    assert rebuilt and all("interleaved 1f1b over 2 virtual stages" in n for n in rebuilt), rebuilt
 
 
 def test_the_rebuilt_interleaved_stage_runs_its_chunks_in_megatrons_order(vp1) -> None:  # type: ignore[no-untyped-def]
