@@ -139,6 +139,10 @@ def problems(config: JobConfig, baseline: Baseline | None = None) -> list[str]:
             f"{config.layers} layers do not divide into {config.pp} pipeline stages evenly "
             f"(try {config.layers - config.layers % config.pp or config.pp} or {config.layers + config.pp - config.layers % config.pp} layers)"
         )
+    # an interleaved trace keeps its VP unless told: say so, or "--pp 1" reads as a refusal of PP 1
+    as_traced = baseline is not None and baseline.config.vp == config.vp > 1
+    kept_vp = f" (VP {config.vp} as traced; VP 1, --vp 1, for a plain pipeline)" if as_traced else ""
+    vp_problems = len(out)
     if config.vp > 1 and (config.pp < 2 or config.microbatches % config.pp):
         out.append(
             f"{config.vp} virtual stages (interleaved 1F1B) need at least 2 pipeline stages and "
@@ -148,6 +152,8 @@ def problems(config: JobConfig, baseline: Baseline | None = None) -> list[str]:
         out.append(f"virtual stages interleave the 1f1b schedule, not {config.schedule}")
     if config.vp > 1 and config.layers is not None and config.layers % (config.pp * config.vp):
         out.append(f"{config.layers} layers do not split into {config.pp} x {config.vp} virtual stages")
+    if kept_vp and len(out) > vp_problems:
+        out[vp_problems] += kept_vp
     if config.cp > 1 and config.seq is not None and config.seq % config.cp:
         out.append(f"sequence {config.seq} does not split over CP {config.cp}")
     if config.kv_heads is not None and config.heads is not None and config.heads % config.kv_heads:
