@@ -154,8 +154,13 @@ def problems(config: JobConfig, baseline: Baseline | None = None) -> list[str]:
         out.append(f"{config.layers} layers do not split into {config.pp} x {config.vp} virtual stages")
     if kept_vp and len(out) > vp_problems:
         out[vp_problems] += kept_vp
-    if config.cp > 1 and config.seq is not None and config.seq % config.cp:
-        out.append(f"sequence {config.seq} does not split over CP {config.cp}")
+    # Megatron balances causal attention over CP by cutting the sequence in 2 x CP chunks (rank i
+    # holds chunks i and 2CP-1-i): the sequence must split into those, not just into CP parts
+    if config.cp > 1 and config.seq is not None and config.seq % (2 * config.cp):
+        out.append(
+            f"sequence {config.seq} does not split over CP {config.cp} (load-balanced context "
+            f"parallelism cuts it into 2 x CP = {2 * config.cp} equal chunks)"
+        )
     if config.kv_heads is not None and config.heads is not None and config.heads % config.kv_heads:
         out.append(f"{config.heads} attention heads are not a multiple of {config.kv_heads} KV heads")
     if config.kv_heads is not None and config.kv_heads % config.tp and config.tp % config.kv_heads:
