@@ -160,3 +160,22 @@ def test_scenario_list_shows_memory_beside_time_red_when_it_does_not_fit(qtbot) 
     col = COLUMNS.index("memory (GiB)")
     assert item.text(col).startswith("900.0") and col == COLUMNS.index("iteration (ms)") + 2  # beside the time and its change
     assert item.foreground(col).color().name() == OUT_OF_MEMORY_COLOR.lower()
+
+
+def test_scenario_list_gpus_are_the_jobs_not_the_loaded_ranks(qtbot) -> None:
+    """A baseline replay of a folder holding 1 of a 2-rank job's files simulates 1 rank; its rate
+    per GPU is over the job's 2 GPUs, and the GPUs column must say 2 (it said 1)."""
+    from types import SimpleNamespace
+
+    from app.whatif.scenarios import COLUMNS, ScenarioList
+    from lumos_core.whatif.throughput import Throughput
+
+    lst = ScenarioList()
+    qtbot.addWidget(lst)
+    summary = SimpleNamespace(
+        world_size=1, iteration_us=5000.0, replayed=SimpleNamespace(iteration_us=5000.0), kind="replay",
+        changes={}, estimate_json={}, replay_error_pct=0.0, work_changed=False,
+        cpu_paced=None, throughput=Throughput(5000.0, 2, "microbatches", 2.0, float("nan"), 312e12, "no model"),
+    )  # fmt: skip
+    lst.add(SimpleNamespace(id=1, name="baseline replay", seconds=0.1, summary=summary), 5000.0)
+    assert lst.tree.topLevelItem(0).text(COLUMNS.index("GPUs")) == "2"

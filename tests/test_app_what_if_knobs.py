@@ -73,3 +73,27 @@ def test_setting_a_new_knob_in_the_form_changes_the_prediction(demo, qtbot, knob
     assert s.summary.changes == {knob: value}
     assert abs(s.summary.change_pct) > 0.5, s.summary.change_pct
     assert any(rule in n for n in s.summary.notes), s.summary.notes
+
+
+def test_the_trace_column_takes_the_words_of_yes_no_and_choice_knobs(qapp) -> None:  # type: ignore[no-untyped-def]
+    """SP, MLP and recompute are overridable: their "in the trace" field had a whole-number
+    validator, so "true", "swiglu" or "selective" could not be typed, and "false" showed as
+    "alse" in a field too narrow for it."""
+    from PySide6.QtGui import QValidator
+
+    from app.whatif.knob_group import KnobGroup
+
+    group = KnobGroup("t", [(k, k, "") for k in ("microbatches", "sp", "mlp", "recompute")])
+    cells = group.trace_cells
+
+    def state(knob: str, text: str) -> QValidator.State:
+        return cells[knob].validator().validate(text, len(text))[0]
+
+    acceptable = QValidator.State.Acceptable
+    assert state("microbatches", "4") == acceptable and state("microbatches", "x") != acceptable
+    for knob, text in (("sp", "true"), ("sp", "False"), ("mlp", "swiglu"), ("recompute", "selective")):
+        assert state(knob, text) == acceptable, (knob, text)
+    assert state("sp", "maybe") == QValidator.State.Invalid
+    fm = cells["sp"].fontMetrics()
+    assert cells["sp"].minimumWidth() > fm.horizontalAdvance("false")
+    assert cells["recompute"].minimumWidth() > fm.horizontalAdvance("selective")

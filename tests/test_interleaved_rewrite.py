@@ -117,6 +117,9 @@ def test_a_plain_trace_predicts_the_interleaved_job(vp1, vp2) -> None:  # type: 
     assert v.changes == {"vp": 2}
     assert v.predicted_us == pytest.approx(v.measured_us, rel=TOL), (v.error_pct, v.null_error_pct)
     assert any("vp=2 (rewrite): interleaved 1F1B rebuilt in Megatron-LM's order" in n for n in v.result.notes)
+    # the pipeline note names the interleaved schedule too (it said plain "1f1b" beside the vp note)
+    rebuilt = [n for n in v.result.notes if n.startswith("pipeline rebuilt")]
+    assert rebuilt and all("interleaved 1f1b over 2 virtual stages" in n for n in rebuilt), rebuilt
 
 
 def test_the_rebuilt_interleaved_stage_runs_its_chunks_in_megatrons_order(vp1) -> None:  # type: ignore[no-untyped-def]
@@ -179,3 +182,13 @@ def test_a_plain_pipeline_numbered_per_stage_is_rebuilt_whole(tmp_path: Path) ->
     v = validate_jobs(job, _job(tmp_path / "pp4", pp=4))
     assert v.changes == {"pp": 4}
     assert v.predicted_us == pytest.approx(v.measured_us, rel=TOL), (v.error_pct, v.null_error_pct)
+
+
+def test_dp_added_to_a_tp_pp_trace_at_dp_1_says_gradient_sync_is_missing(tmp_path: Path) -> None:
+    """A TP x PP job traced at DP 1 has collectives but none on a data-parallel group: DP 2 copies
+    ranks and adds no gradient synchronisation. The prediction then must say so, not pass the
+    replayed time off as the DP 2 job's (it printed "+0.0 %" with nothing re-timed, no note)."""
+    job = _job(tmp_path / "dp1", dp=1)
+    r = estimate(job, {"dp": 2})
+    assert any("no data-parallel gradient collective" in n for n in r.notes), r.notes
+    assert not any("gradient collective" in n for n in estimate(job, {"microbatches": 8}).notes)

@@ -204,3 +204,29 @@ def test_a_knob_added_to_the_registry_alone_reaches_every_part() -> None:
     assert got["notes"] == [
         "fp8=true: no re-timing rule for this knob yet; the predicted time does not include its effect"
     ]
+
+
+def test_a_configuration_label_names_context_and_virtual_pipeline_parallelism() -> None:
+    """`lumos estimate` prints "baseline <label> <N> GPUs": a CP2 job of 16 GPUs labelled "TP2 PP2
+    DP2" reads as 8 GPUs; the label names CP and VP when they are in use, and only then."""
+    from lumos_core.whatif.config import JobConfig
+
+    plain = JobConfig(tp=2, pp=2, dp=2)
+    assert plain.label() == "TP2 PP2 DP2"
+    assert plain.with_changes(cp=2).label() == "TP2 PP2 DP2 CP2"
+    assert plain.with_changes(vp=2).label() == "TP2 PP2 DP2 VP2"
+
+
+def test_pp_1_on_an_interleaved_trace_says_the_traced_vp_is_kept() -> None:
+    """`estimate --pp 1` on a vp=2 trace keeps VP 2 and is refused; the refusal must say that VP
+    came from the trace and how to drop it, once, and only when VP was not changed."""
+    from lumos_core.whatif.config import Baseline, JobConfig, problems
+
+    base = Baseline(config=JobConfig(tp=2, pp=2, vp=2, microbatches=4, layers=8))
+    found = problems(base.config.with_changes(pp=1), base)
+    assert found and "VP 2 as traced" in found[0] and "--vp 1" in found[0]
+    found = problems(base.config.with_changes(pp=8), base)
+    assert len(found) == 2 and sum("as traced" in p for p in found) == 1
+    assert problems(base.config.with_changes(pp=1, vp=1), base) == []
+    plain = Baseline(config=JobConfig(tp=2, pp=2, vp=1, microbatches=4, layers=8))
+    assert not any("as traced" in p for p in problems(plain.config.with_changes(pp=1, vp=2), plain))

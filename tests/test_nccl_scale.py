@@ -157,3 +157,19 @@ def test_lumos_comm_algo_restriction_like_nccl_algo(capsys):
     assert ring["time_us"] > 100 * free["time_us"]
     assert main([*args, "--algo", "butterfly"]) == 2
     assert "--algo: unknown 'butterfly'" in capsys.readouterr().err
+
+
+def test_lumos_comm_says_when_a_forced_algorithm_falls_back(capsys):
+    """NVLS does not exist on an A100: the model falls back to NCCL's own choice, and the output
+    must say so rather than print the ring figure as if it answered --algo nvls."""
+    import json
+
+    from lumos_core.cli import main
+
+    args = ["comm", "allreduce", "--bytes", "1GiB", "--ranks", "8", "--gpu", "A100", "--algo", "nvls"]
+    assert main(args) == 0
+    assert "--algo nvls cannot run" in capsys.readouterr().out
+    assert main([*args, "--json"]) == 0
+    assert "--algo nvls" in json.loads(capsys.readouterr().out)["note"]
+    assert main(["comm", "allreduce", "--bytes", "1GiB", "--ranks", "8", "--gpu", "H100", "--algo", "nvls", "--json"]) == 0
+    assert "note" not in json.loads(capsys.readouterr().out)

@@ -148,3 +148,14 @@ def test_estimate_cp1_on_a_cp2_job_matches_the_cp1_synthetic_job(long_sequence_j
 def test_cp_with_unfused_attention_is_refused_with_a_clear_error() -> None:
     with pytest.raises(ConfigError, match="fused attention"):
         SynthConfig(cp=2, attention="unfused")
+
+
+def test_cp_needs_the_sequence_in_two_chunks_per_cp_rank() -> None:
+    """Megatron's load-balanced CP cuts the sequence into 2 x CP chunks: seq 2050 splits over 2
+    ranks but not into 4 chunks, so both synth and the estimator refuse it, naming the rule."""
+    from lumos_core.whatif.config import JobConfig, problems
+
+    with pytest.raises(ConfigError, match="2 x context parallelism"):
+        SynthConfig(model=model_from_args("gpt3-15b", layers=4, seq=2050), cp=2).validate()
+    assert any("2 x CP = 4" in p for p in problems(JobConfig(seq=2050, cp=2)))
+    assert not any("CP" in p for p in problems(JobConfig(seq=2048, cp=2)))

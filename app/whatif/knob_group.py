@@ -6,8 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from PySide6.QtCore import Signal
-from PySide6.QtGui import QDoubleValidator, QIntValidator
+import re
+
+from PySide6.QtCore import QRegularExpression, Signal
+from PySide6.QtGui import QDoubleValidator, QIntValidator, QRegularExpressionValidator
 from PySide6.QtWidgets import QComboBox, QGridLayout, QGroupBox, QLabel, QLineEdit
 
 from lumos_core.api.knobs import KNOB, REGISTRY, traced_value
@@ -46,9 +48,7 @@ class KnobGroup(QGroupBox):
             grid.addWidget(name, row, 0)
             spec = KNOB[knob]
             if spec.overridable:
-                cell: QLineEdit | QLabel = QLineEdit()
-                cell.setValidator(QIntValidator(int(spec.minimum or 0), 10**9, cell))
-                cell.setMaximumWidth(70)
+                cell: QLineEdit | QLabel = trace_cell(spec)
                 cell.editingFinished.connect(self.override_edited)
             else:
                 cell = QLabel()
@@ -81,3 +81,24 @@ class KnobGroup(QGroupBox):
             self.editors[knob] = editor
             grid.addWidget(editor, row, 3)
         grid.setColumnStretch(3, 1)
+
+
+def trace_cell(spec: Any) -> QLineEdit:
+    """The editable "in the trace" value of an overridable knob: whole numbers for a count, the
+    knob's words for a yes/no or choice knob (SP, MLP, recompute; a number validator there refused
+    "true" and "swiglu"), wide enough to show its longest word ("false" was clipped to "alse")."""
+    cell = QLineEdit()
+    words = [spec.text(v) for v in CHOICES.get(spec.name, [])]
+    if spec.type is int or not words:
+        cell.setValidator(QIntValidator(int(spec.minimum or 0), 10**9, cell))
+        cell.setMaximumWidth(70)
+        return cell
+    pattern = "|".join(re.escape(w) for w in words)
+    rx = QRegularExpression(f"^({pattern})$", QRegularExpression.PatternOption.CaseInsensitiveOption)
+    cell.setValidator(QRegularExpressionValidator(rx, cell))
+    fm = cell.fontMetrics()
+    width = max(fm.horizontalAdvance(w) for w in words) + 2 * fm.horizontalAdvance("M")
+    cell.setMinimumWidth(width)
+    cell.setMaximumWidth(max(70, width))
+    return cell
+

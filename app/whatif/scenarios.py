@@ -164,7 +164,9 @@ class ScenarioList(QWidget):
         sm = s.summary
         t = sm.throughput
         item.setText(0, s.name)
-        item.setText(1, str(sm.world_size))
+        # the job's GPUs, the rate's denominator: a replay of a partial folder (1 of 2 ranks
+        # published) simulates fewer ranks than the job ran on, and said "1" beside a rate per 2
+        item.setText(1, str(t.world_size))
         item.setText(RATE, t.rate_text())
         item.setToolTip(RATE, f"{t.per_iteration:,.0f} {t.unit} per iteration over {t.world_size} GPUs")
         item.setText(MFU, t.mfu_text().removeprefix("MFU ").replace("unknown", "?"))

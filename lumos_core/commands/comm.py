@@ -97,11 +97,16 @@ def run(args: argparse.Namespace) -> int:
         nvlink_gbps=args.nvlink_gbps,
         network_gbps=args.network_gbps,
     )
-    model = _restricted(model, args.algo, args.proto)
+    algos = _names(args.algo, ALGORITHMS, "--algo")
+    protos = _names(args.proto, PROTOCOLS, "--proto")
+    if algos or protos:
+        model = replace(model, algorithms=algos, protocols=protos)
     pred = model.predict(kind, args.bytes, args.ranks, nodes=args.nodes)
+    note = _fallback_note(pred, algos, protos) if args.ranks > 1 else None
     if args.json:
         out = {
             **pred.as_dict(),
+            **({"note": note} if note else {}),
             "kind": kind.label,
             "bytes": args.bytes,
             "ranks": pred.shape.ranks,
@@ -122,6 +127,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"  algorithm        {pred.algorithm} / {pred.protocol}")
         print(f"  algorithm bw     {pred.algbw / 1e9:12.1f} GB/s")
         print(f"  bus bandwidth    {pred.busbw / 1e9:12.1f} GB/s")
+    if note:
+        print(f"  note             {note}")
     if s.ranks > 1:
         print("  candidates (latency + transfer = time, µs):")
         for c in sorted(model.candidates(kind, args.bytes, s), key=lambda c: c.time):
@@ -133,14 +140,18 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _restricted(model: NcclModel, algo: str | None, proto: str | None) -> NcclModel:
-    """``--algo``/``--proto``: the model limited to those choices (an unavailable one falls back
-    to every choice, as NCCL does when the forced algorithm cannot run the collective)."""
-    algos = _names(algo, ALGORITHMS, "--algo")
-    protos = _names(proto, PROTOCOLS, "--proto")
-    if not algos and not protos:
-        return model
-    return replace(model, algorithms=algos, protocols=protos)
+def _fallback_note(pred, algos: tuple[str, ...] | None, protos: tuple[str, ...] | None) -> str | None:
+    """Say when ``--algo``/``--proto`` could not be honoured: the model then falls back to every
+    choice, as NCCL does when the forced algorithm cannot run the collective, and a user who asked
+    for NVLS on an A100 must not read the ring it fell back to as the NVLS figure."""
+    missed = []
+    if algos and pred.algorithm not in algos:
+        missed.append(f"--algo {','.join(algos)}")
+    if protos and pred.protocol not in protos:
+        missed.append(f"--proto {','.join(protos)}")
+    if not missed:
+        return None
+    return f"{' and '.join(missed)} cannot run this collective on this cluster; fell back to NCCL's own choice"
 
 
 def _names(text: str | None, known: tuple[str, ...], flag: str) -> tuple[str, ...] | None:

@@ -240,8 +240,11 @@ class SynthConfig:
             raise ConfigError(f"unknown --recompute {self.recompute!r}: use one of {', '.join(RECOMPUTE)}")
         if self.attention not in ATTENTION:
             raise ConfigError(f"unknown attention {self.attention!r}: use one of {', '.join(ATTENTION)}")
-        if m.seq % self.cp:
-            raise ConfigError(f"sequence {m.seq} is not divisible by context parallelism {self.cp}")
+        if self.cp > 1 and m.seq % (2 * self.cp):  # Megatron's load-balanced split: 2 x CP chunks
+            raise ConfigError(
+                f"sequence {m.seq} is not divisible by 2 x context parallelism {self.cp} "
+                f"(load-balanced CP cuts it into {2 * self.cp} equal chunks)"
+            )
         if self.cp > 1 and self.attention != "flash":
             # Megatron-Core runs CP only inside TransformerEngine's fused attention (the ring).
             raise ConfigError("context parallelism (--cp) needs fused attention: drop --attention unfused")

@@ -73,8 +73,9 @@ class JobConfigMethods:
 
     def label(self, baseline: JobConfig | None = None) -> str:
         """A short scenario name: what differs from ``baseline`` ("DP 16", "PP 4 x 16 microbatches")."""
-        if baseline is None:
-            return f"TP{self.tp} PP{self.pp} DP{self.dp}"
+        if baseline is None:  # CP and VP only when in use: "TP2 PP2 DP2" must not name a 16-GPU CP2 job
+            extra = "".join(f" {k}{getattr(self, k.lower())}" for k in ("CP", "VP") if getattr(self, k.lower(), 1) > 1)
+            return f"TP{self.tp} PP{self.pp} DP{self.dp}{extra}"
         parts = []
         for k in REGISTRY:
             a, b = getattr(baseline, k.name), getattr(self, k.name)
@@ -138,6 +139,10 @@ def problems(config: JobConfig, baseline: Baseline | None = None) -> list[str]:
             f"{config.layers} layers do not divide into {config.pp} pipeline stages evenly "
             f"(try {config.layers - config.layers % config.pp or config.pp} or {config.layers + config.pp - config.layers % config.pp} layers)"
         )
+    # an interleaved trace keeps its VP unless told: say so, or "--pp 1" reads as a refusal of PP 1
+    as_traced = baseline is not None and baseline.config.vp == config.vp > 1
+    kept_vp = f" (VP {config.vp} as traced; VP 1, --vp 1, for a plain pipeline)" if as_traced else ""
+    vp_problems = len(out)
     if config.vp > 1 and (config.pp < 2 or config.microbatches % config.pp):
         out.append(
             f"{config.vp} virtual stages (interleaved 1F1B) need at least 2 pipeline stages and "
@@ -147,8 +152,15 @@ def problems(config: JobConfig, baseline: Baseline | None = None) -> list[str]:
         out.append(f"virtual stages interleave the 1f1b schedule, not {config.schedule}")
     if config.vp > 1 and config.layers is not None and config.layers % (config.pp * config.vp):
         out.append(f"{config.layers} layers do not split into {config.pp} x {config.vp} virtual stages")
-    if config.cp > 1 and config.seq is not None and config.seq % config.cp:
-        out.append(f"sequence {config.seq} does not split over CP {config.cp}")
+    if kept_vp and len(out) > vp_problems:
+        out[vp_problems] += kept_vp
+    # Megatron balances causal attention over CP by cutting the sequence in 2 x CP chunks (rank i
+    # holds chunks i and 2CP-1-i): the sequence must split into those, not just into CP parts
+    if config.cp > 1 and config.seq is not None and config.seq % (2 * config.cp):
+        out.append(
+            f"sequence {config.seq} does not split over CP {config.cp} (load-balanced context "
+            f"parallelism cuts it into 2 x CP = {2 * config.cp} equal chunks)"
+        )
     if config.kv_heads is not None and config.heads is not None and config.heads % config.kv_heads:
         out.append(f"{config.heads} attention heads are not a multiple of {config.kv_heads} KV heads")
     if config.kv_heads is not None and config.kv_heads % config.tp and config.tp % config.kv_heads:

@@ -38,7 +38,7 @@ from lumos_core.replay.outcome import Outcome, outcome_from, outcome_of
 from lumos_core.replay.run import predicted_rank
 from lumos_core.replay.simulate import simulate
 from lumos_core.trace.model import Job, RankTrace
-from lumos_core.whatif.baseline import infer_baseline
+from lumos_core.whatif.baseline import group_roles, infer_baseline
 from lumos_core.whatif.config import Baseline, JobConfig, check, unchecked
 from lumos_core.whatif.knob_registry import KNOB, REWRITE, changed_knobs, unmodelled_notes
 from lumos_core.whatif.memory_calibration import predict_for_job
@@ -277,6 +277,13 @@ class Estimator:
 
         progress(0.55, "rewriting the graph")
         notes: list[str] = unchecked(config, baseline) + unmodelled_notes(changed, config.as_dict())
+        if base.dp == 1 and config.dp > 1 and not structural and not _has_gradient_sync(job):
+            # a TP/PP job traced at DP 1: collectives, none of them data-parallel, so copying ranks
+            # adds no gradient synchronisation; say so rather than pass the number off as whole
+            notes.append(
+                f"DP {config.dp}: the trace (DP 1) has no data-parallel gradient collective to copy, so "
+                "gradient synchronisation is not in this prediction; a trace recorded at DP >= 2 has it"
+            )
         model = ref.model
         timeline, why, old_dur = [], {}, {}
         if structural:
@@ -509,6 +516,17 @@ def _fitted(model: Any) -> bool:
 
 def _has_collectives(job: Job) -> bool:
     return any(len(t.collectives) for t in job.ranks)
+
+
+def _has_gradient_sync(job: Job) -> bool:
+    """Whether a traced collective runs on a data-parallel or whole-world group (the groups the
+    rewrite's ``_dp_collective_nodes`` takes for gradient synchronisation; unnamed groups count)."""
+    roles = group_roles(job)[0]
+    for t in job.ranks:
+        for p in np.unique(t.collectives.pg).tolist() if len(t.collectives) else []:
+            if (roles.get(t.strings[p], "dp") if p >= 0 else "dp") in ("dp", "world"):
+                return True
+    return False
 
 
 def _lags(graph: ExecutionGraph, plan: RetimePlan) -> np.ndarray | None:

@@ -257,7 +257,8 @@ def build_rewritten(
     }
     if P1 != P0 or base.microbatches != M1 or base.vp != V:
         notes.append(
-            f"pipeline rebuilt: {P1} stage(s) x {L1 // P1} layers, {M1} microbatches, {config.schedule}; "
+            f"pipeline rebuilt: {P1} stage(s) x {L1 // P1} layers, {M1} microbatches, "
+            f"{config.schedule if V == 1 else f'interleaved {config.schedule} over {V} virtual stages'}; "
             f"send/recv of {act_bytes / 2**20:.1f} MiB per microbatch (up to {p2p_ns / 1000:.0f} µs)"
         )
     if V > 1:
