@@ -39,7 +39,26 @@ NUMERIC = (1, 2, 3, 4)
 TOP_CHANGES = 8
 NOISE_GREY = QColor(150, 150, 150)
 BREAKDOWN_TIP = "ms per rank and per steady iteration (mean over ranks and iterations), as lumos diff"
-NAME_MIN_PX = 220  # the name column never gets less: the pane asks for that much width
+NAME_MIN_PX = 220  # the name column never gets less; a narrower pane scrolls sideways instead
+# The pane's own minimum width is small, so that showing it never pushes the window past a laptop
+# screen (with the What-if panel and the timeline beside it, asking for the name and four number
+# columns grew a 1,280-px window to 1,477); the dock is widened when it first appears
+# (MeasuredCompare), and narrower than its columns, the tree scrolls sideways.
+MIN_PX = 260
+
+
+class NameFirstTree(QTreeWidget):
+    """Fixed number columns; the name column takes the rest of the width but never less than
+    NAME_MIN_PX (a header's Stretch section would shrink it to nothing in a narrow dock)."""
+
+    def resizeEvent(self, event: Any) -> None:  # Qt calls it by this name
+        super().resizeEvent(event)
+        self.fit_name_column()
+
+    def fit_name_column(self) -> None:
+        header = self.header()
+        fixed = sum(header.sectionSize(c) for c in range(1, self.columnCount()))
+        header.resizeSection(0, max(NAME_MIN_PX, self.viewport().width() - fixed))
 FILTER_ROLE = Qt.ItemDataRole.UserRole + 1
 _STATUS = {"appeared": "new in B", "vanished": "gone in B"}
 
@@ -180,22 +199,23 @@ class DiffPane(QWidget):
         self.filter.setPlaceholderText("Filter rows: a kernel, operator or family name…")
         self.filter.setClearButtonEnabled(True)
         self.filter.textChanged.connect(self.apply_filter)
-        self.tree = QTreeWidget()
+        self.tree = NameFirstTree()
         self.tree.setColumnCount(len(COLUMNS))
         self.tree.setHeaderLabels(COLUMNS)
         self.tree.setUniformRowHeights(True)
         self.tree.setTextElideMode(Qt.TextElideMode.ElideMiddle)
         self.tree.setAlternatingRowColors(True)
-        self.tree.setMinimumWidth(NAME_MIN_PX + 4 * 90)
+        self.tree.setMinimumWidth(MIN_PX)
         header = self.tree.header()
         header.setMinimumSectionSize(40)
         header.setStretchLastSection(False)
-        header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
+        header.setSectionResizeMode(0, QHeaderView.ResizeMode.Interactive)
         fm = QFontMetrics(self.tree.font())
         widths = {1: "00000.000", 2: "00000.000", 3: "-0000.000", 4: "-00000.0"}
         for col, sample in widths.items():
             header.setSectionResizeMode(col, QHeaderView.ResizeMode.Fixed)
             header.resizeSection(col, fm.horizontalAdvance(sample) + 16)
+        self.tree.fit_name_column()
         self.tree.itemSelectionChanged.connect(self._on_select)
         lay = QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
