@@ -5,7 +5,8 @@
 SYNTH_SMALL: a SYNTHETIC job (``lumos synth --model custom --layers 24 --hidden 1024 --ffn 4096
 --heads 16 --seq 1024 --tp 1 --pp 1 --dp 2 --microbatches 8 --micro-batch 2``), SYNTH_LARGE a
 128-rank one, NANOGPT the real ../shared/traces/h100-nanogpt-8rank. Synthetic numbers are Lumos's
-own cost models: the pictures show the widgets, not accuracy.
+own cost models: the pictures show the widgets, not accuracy. ``--diff`` alone makes only the Diff
+pane's picture (recorded CPU GPT runs from tests/data).
 """
 
 from __future__ import annotations
@@ -97,14 +98,33 @@ def progress(folder: str) -> None:
     w.shutdown()
 
 
+def diff_pane() -> None:
+    """The Diff pane: the recorded CPU GPT base run against its hidden-512 twin (tests/data)."""
+    w = window()
+    w.open_path(str(REPO / "tests/data/cpu-gpt/base"))
+    idle(w)
+    mc = w.workbench.measured_compare
+    mc.compare_with(REPO / "tests/data/cpu-gpt/hidden512")
+    assert spin(lambda: not mc.busy and mc.diff is not None), "no diff"
+    mc.dock.setFloating(True)  # the pane alone, at a readable size
+    mc.dock.resize(760, 560)
+    QApplication.processEvents()
+    save(mc.dock, "diff-pane.png")
+    w.shutdown()
+
+
 def main() -> None:
     app = QApplication.instance() or QApplication([])  # noqa: F841
     # a settings folder of its own: no one's recent folders in the pictures
     QSettings.setPath(QSettings.Format.IniFormat, QSettings.Scope.UserScope, tempfile.mkdtemp())
+    if sys.argv[1:] == ["--diff"]:  # only the picture that needs no generated job
+        diff_pane()
+        return
     small, large, nanogpt = sys.argv[1:4]
     progress(large)
     scenario_list(small)
     cpu_paced(nanogpt)
+    diff_pane()
 
 
 if __name__ == "__main__":
