@@ -34,6 +34,20 @@ def jobs():
     return {name: load_job(CPU_GPT / name) for name in ("base", "base_repeat", *ONE_KNOB)}
 
 
+@pytest.fixture(scope="module")
+def validated(jobs):  # type: ignore[no-untyped-def]
+    """``validated(name)``: validate_jobs(base, name), worked out once for the module (two tests
+    check different things of the same validation)."""
+    done = {}
+
+    def get(name: str):  # type: ignore[no-untyped-def]
+        if name not in done:
+            done[name] = validate_jobs(jobs["base"], jobs[name])
+        return done[name]
+
+    return get
+
+
 def recorded_knobs(name: str) -> dict[str, list]:
     """What the capture really changed, from the config.json written next to the traces."""
     a = json.loads((CPU_GPT / "base" / "config.json").read_text())
@@ -90,8 +104,8 @@ def test_diff_across_rank_counts_lists_what_appeared(jobs) -> None:
 
 
 @pytest.mark.parametrize("name", ["layers8", "mb2", "seq256", "hidden512", "dp2"])
-def test_validate_on_a_one_knob_pair_is_lumos_estimate_with_that_knob(jobs, name: str) -> None:
-    v = validate_jobs(jobs["base"], jobs[name])
+def test_validate_on_a_one_knob_pair_is_lumos_estimate_with_that_knob(jobs, validated, name: str) -> None:  # type: ignore[no-untyped-def]
+    v = validated(name)
     knobs = {k: b for k, (_a, b) in recorded_knobs(name).items()}
     assert v.changes == knobs
     expected = estimate(jobs["base"], knobs)
@@ -100,11 +114,11 @@ def test_validate_on_a_one_knob_pair_is_lumos_estimate_with_that_knob(jobs, name
 
 
 @pytest.mark.parametrize("name", ONE_KNOB)
-def test_validate_beats_the_null_model_on_real_cpu_pairs(jobs, name: str) -> None:
+def test_validate_beats_the_null_model_on_real_cpu_pairs(validated, name: str) -> None:  # type: ignore[no-untyped-def]
     """Hold-out in the sense that matters here: B was never shown to the estimator. The null model
     (B takes as long as A) is 26-75% off on these pairs; the noise between two runs of one
     configuration is about 5% (tests/data/cpu-gpt/README.md), so the prediction must be closer."""
-    d = validate_jobs(jobs["base"], jobs[name]).as_dict()
+    d = validated(name).as_dict()
     assert abs(d["error_pct"]) < abs(d["null_error_pct"]), d
     assert set(d["components"]) == {"exposed_compute", "overlapped", "exposed_comm", "idle"}
     fams = {r["family"]: r for r in d["families"]}

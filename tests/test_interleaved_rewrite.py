@@ -49,8 +49,24 @@ def vp2(vp2_dir: Path):  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture(scope="module")
-def vp1(tmp_path_factory):  # type: ignore[no-untyped-def]
-    return _job(tmp_path_factory.mktemp("vp1") / "job")
+def synth_jobs(tmp_path_factory):  # type: ignore[no-untyped-def]
+    """``synth_jobs(**kw)``: (folder, loaded job) of ``_job(**kw)``, synthesised once for the module
+    (the plain job and its pp 4 target are used by several tests; a job is only read)."""
+    done: dict[tuple, tuple[Path, object]] = {}
+
+    def get(**kw):  # type: ignore[no-untyped-def]
+        key = tuple(sorted(kw.items()))
+        if key not in done:
+            out = tmp_path_factory.mktemp("synth") / "job"
+            done[key] = out, _job(out, **kw)
+        return done[key]
+
+    return get
+
+
+@pytest.fixture(scope="module")
+def vp1(synth_jobs):  # type: ignore[no-untyped-def]
+    return synth_jobs()[1]
 
 
 _LAYER = re.compile(r"^decoder\.layers\.(\d+)(\.backward)?$")
@@ -103,9 +119,9 @@ def test_the_baseline_reads_its_virtual_stages(vp2) -> None:  # type: ignore[no-
     ids=["vp1", "pp4", "pp1", "vp2-mb8", "vp2-layers16", "vp2-pp4", "vp2-pp4-layers16"],
 )
 def test_an_interleaved_trace_predicts_the_job_synthesised_in_the_target(
-    vp2, target: dict, tmp_path: Path
+    vp2, target: dict, synth_jobs
 ) -> None:  # type: ignore[no-untyped-def]
-    truth = _job(tmp_path / "truth", **target)
+    truth = synth_jobs(**target)[1]
     v = validate_jobs(vp2, truth)
     assert v.changes and not v.unmodelled, (v.changes, v.unmodelled)
     assert v.predicted_us == pytest.approx(v.measured_us, rel=TOL), (target, v.error_pct, v.null_error_pct)
@@ -173,13 +189,12 @@ def test_layers_numbered_per_chunk_or_per_stage_get_their_global_numbers(
     assert v.predicted_us == pytest.approx(v.measured_us, rel=TOL), (v.error_pct, v.null_error_pct)
 
 
-def test_a_plain_pipeline_numbered_per_stage_is_rebuilt_whole(tmp_path: Path) -> None:
+def test_a_plain_pipeline_numbered_per_stage_is_rebuilt_whole(synth_jobs, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     """1F1B, 2 stages of 4 layers each named 0-3: stage 1's layers are 4-7 (before, the rebuild
     looked for 4-7 there, found nothing and predicted pp 4 36.7 % too fast)."""
-    src = tmp_path / "vp1"
-    _job(src)
+    src = synth_jobs()[0]
     job = load_job(_renumbered(src, tmp_path / "per-stage", lambda g: g % 4), use_cache=False)
-    v = validate_jobs(job, _job(tmp_path / "pp4", pp=4))
+    v = validate_jobs(job, synth_jobs(pp=4)[1])
     assert v.changes == {"pp": 4}
     assert v.predicted_us == pytest.approx(v.measured_us, rel=TOL), (v.error_pct, v.null_error_pct)
 
