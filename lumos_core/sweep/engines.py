@@ -213,6 +213,12 @@ def _stop_pool(pool: cf.ProcessPoolExecutor, wait: bool) -> None:
             p.terminate()
     for p in processes:
         p.join(timeout=5)
+    # Wait for the executor's manager thread to see its workers gone and clean up: left running,
+    # Python's exit hook for process pools wakes it through a pipe it has already closed and prints
+    # "OSError: [Errno 9] Bad file descriptor" after an interrupted sweep (seen under load).
+    manager = getattr(pool, "_executor_manager_thread", None)
+    if manager is not None:
+        manager.join(timeout=5)
 
 
 # ---------------------------------------------------------------------------------- Ray
