@@ -18,6 +18,7 @@ from typing import Any
 from lumos_core.errors import ConfigError
 from lumos_core.perf.hardware import get_gpu
 from lumos_core.perf.schedules import SCHEDULES
+from lumos_core.trace.process_groups import GroupLayout
 
 __all__ = ["ATTENTION", "PRESETS", "RECOMPUTE", "ModelSpec", "SynthConfig", "model_from_args"]
 
@@ -280,18 +281,19 @@ class SynthConfig:
         """How much longer ``rank``'s kernels run than its GPU's own speed gives (``--slow-rank``)."""
         return next((float(f) for r, f in self.slow_ranks if r == rank), 1.0)
 
-    # ---- rank layout (Megatron order tp-cp-dp-pp: TP fastest) ----
+    # ---- rank layout: the one the trace writer's process groups use (Megatron order, TP fastest) ----
+    def layout(self) -> GroupLayout:
+        return GroupLayout(self.tp, self.dp, self.pp, cp=self.cp)
+
     def coords(self, rank: int) -> tuple[int, int, int]:
         """(pipeline stage, data-parallel index, tensor-parallel index) of a global rank."""
-        tc = self.tp * self.cp
-        return rank // (tc * self.dp), (rank // tc) % self.dp, rank % self.tp
+        return self.layout().coords(rank)
 
     def cp_index(self, rank: int) -> int:
-        return (rank // self.tp) % self.cp
+        return self.layout().cp_index(rank)
 
     def rank_of(self, stage: int, dp_index: int, tp_index: int, cp_index: int = 0) -> int:
-        tc = self.tp * self.cp
-        return stage * tc * self.dp + dp_index * tc + cp_index * self.tp + tp_index
+        return self.layout().rank_of(stage, dp_index, tp_index, cp_index)
 
     # ---- JSON ----
     def to_json(self) -> dict[str, Any]:
