@@ -186,3 +186,22 @@ def test_a_cpu_paced_trace_says_why_every_row_takes_the_same_time() -> None:
     run = lumos("sweep", str(shared("h100-nanogpt-8rank")), "--grid", "gpu=H100,H200", "--jobs", "1", "-q")
     assert run.returncode == 0, run.stderr
     assert "note: CPU-paced by" in run.stdout and "--cpu-scale" in run.stdout
+
+
+def test_an_interrupted_pool_leaves_no_manager_thread_racing_interpreter_exit() -> None:
+    """After an interrupted sweep stops its pool, the executor's manager thread has finished and
+    closed its wake-up pipe: left running, Python's exit hook for process pools woke it through
+    the pipe as it closed and printed 'Bad file descriptor' after Ctrl-C (seen under load)."""
+    import concurrent.futures as cf
+    import time as _time
+
+    from lumos_core.sweep.engines import _stop_pool
+
+    pool = cf.ProcessPoolExecutor(max_workers=2)
+    futures = [pool.submit(_time.sleep, 30) for _ in range(4)]
+    while not any(f.running() for f in futures):
+        _time.sleep(0.01)
+    manager, wakeup = pool._executor_manager_thread, pool._executor_manager_thread_wakeup
+    _stop_pool(pool, wait=False)
+    assert manager is not None and not manager.is_alive()
+    assert wakeup._closed

@@ -207,16 +207,18 @@ def _stop_pool(pool: cf.ProcessPoolExecutor, wait: bool) -> None:
     # Interrupted: drop what is queued and end what runs now, rather than waiting for estimates
     # nobody wants (ProcessPoolExecutor has no public terminate before Python 3.14).
     processes = list((getattr(pool, "_processes", None) or {}).values())
+    # shutdown() forgets the executor's manager thread: hold it to wait for it below
+    manager = getattr(pool, "_executor_manager_thread", None)
     pool.shutdown(wait=False, cancel_futures=True)
     for p in processes:
         if p.is_alive():
             p.terminate()
     for p in processes:
         p.join(timeout=5)
-    # Wait for the executor's manager thread to see its workers gone and clean up: left running,
-    # Python's exit hook for process pools wakes it through a pipe it has already closed and prints
-    # "OSError: [Errno 9] Bad file descriptor" after an interrupted sweep (seen under load).
-    manager = getattr(pool, "_executor_manager_thread", None)
+    # The manager thread sees its workers gone and closes its wake-up pipe; wait for that here.
+    # Left racing with interpreter exit, Python's exit hook for process pools wakes it through
+    # the pipe as it closes (unlocked in CPython 3.11): "OSError: [Errno 9] Bad file descriptor"
+    # on stderr after an interrupted sweep, seen under load.
     if manager is not None:
         manager.join(timeout=5)
 
