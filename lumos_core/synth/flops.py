@@ -1,14 +1,6 @@
 """FLOPs and memory of a training iteration, by formula (documented in docs/performance-model.md).
 The FLOPs formula lives in :mod:`lumos_core.perf.flops` (the what-if headlines use it too) and is
-re-exported here.
-
-FLOPs follow Narayanan et al. (SC'21, Eq. 3) generalised to GQA and SwiGLU: a layer's forward is
-``2 * tokens * (h * qkv + a * h + h * f_in + f * h)`` for its GEMMs plus ``4 * tokens * s * a`` for
-QK^T and PV (the full s x s product, as Eq. 3 counts it), the LM head ``2 * tokens * h * V``; the
-backward is twice the forward. *Model* FLOPs (MFU) count forward + backward once; *hardware*
-FLOPs (HFU) add what recomputation re-runs (full: the layer forwards again, Eq. 3's factor 4/3;
-selective: the attention core). For GPT-3 shapes this is exactly Eq. 3:
-``96 B s l h^2 (1 + s / 6h + V / 16 l h)`` with recomputation counted.
+re-exported here; its docstring states the formula (Narayanan et al. Eq. 3, generalised).
 
 Memory per GPU of a pipeline stage (Korthikanti et al. 2022, Sec. 4; Megatron's distributed
 optimizer): weights bf16 (2 B/param) + gradients fp32 (4 B) + Adam's fp32 master, m and v (12 B)
