@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from app_helpers import make_window
+from app_helpers import close_window, make_window, wait_loaded
 from PySide6.QtCore import QSettings
 
 from app.gui_gc import GuiThreadCollector
@@ -39,6 +39,17 @@ def _loads_these_fixtures(module: object) -> bool:
     collection off and a QApplication it never asked for): they act only on the modules that load it."""
     plugins = getattr(module, "pytest_plugins", ())
     return "app_fixtures" in ([plugins] if isinstance(plugins, str) else plugins)
+
+
+@pytest.fixture(scope="module")
+def demo(qapp) -> Iterator[MainWindow]:  # type: ignore[no-untyped-def]
+    """One window on the demo job, shared by a module's tests."""
+    w = make_window()
+    w.open_demo()
+    wait_loaded(w)
+    assert w.loaded is not None, w.last_error
+    yield w
+    close_window(w)
 
 
 @pytest.fixture(scope="module", autouse=True)

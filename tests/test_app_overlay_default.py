@@ -5,8 +5,7 @@ paint over thin tasks. Checked on the demo job (it replays at 0 %) by a colour c
 from __future__ import annotations
 
 import numpy as np
-import pytest
-from app_helpers import close_window, color_pixels, make_window, to_viewport, wait_loaded
+from app_helpers import color_pixels, to_viewport, wait_loaded
 from PySide6.QtCore import QRect
 from PySide6.QtGui import QImage
 from PySide6.QtWidgets import QApplication
@@ -19,16 +18,6 @@ from app.view_model.overlay_data import format_small_ms, task_deviation
 from lumos_core.trace.kernel_families import Family
 
 pytest_plugins = ["app_fixtures"]  # isolated QSettings
-
-
-@pytest.fixture(scope="module")
-def demo(qapp):  # type: ignore[no-untyped-def]
-    w = make_window()
-    w.open_demo()
-    wait_loaded(w)
-    assert w.loaded is not None, w.last_error
-    yield w
-    close_window(w)
 
 
 def lane_image(w, label: str) -> QImage:  # type: ignore[no-untyped-def]

@@ -7,7 +7,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import pytest
 from app_helpers import close_window, make_window, wait_loaded
 from PySide6.QtWidgets import QApplication, QSplitter
 
@@ -17,16 +16,6 @@ from app.whatif.scenarios import COLUMNS
 from lumos_core.trace.model import Kind
 
 pytest_plugins = ["app_fixtures"]  # isolated QSettings
-
-
-@pytest.fixture(scope="module")
-def demo(qapp):  # type: ignore[no-untyped-def]
-    w = make_window()
-    w.open_demo()
-    wait_loaded(w)
-    assert w.loaded is not None
-    yield w
-    close_window(w)
 
 
 def test_pipeline_change_shows_the_rebuilt_ranks_with_the_measured_for_reference(demo, qtbot) -> None:

@@ -7,22 +7,12 @@ microbatches: our own cost models, so this checks the wiring, not accuracy). No 
 from __future__ import annotations
 
 import pytest
-from app_helpers import close_window, make_window, wait_loaded
+from app_helpers import wait_loaded
 from PySide6.QtWidgets import QComboBox, QLineEdit
 
 from app.whatif.config_panel import GROUPS
 
 pytest_plugins = ["app_fixtures"]  # isolated QSettings
-
-
-@pytest.fixture(scope="module")
-def demo(qapp):  # type: ignore[no-untyped-def]
-    w = make_window()
-    w.open_demo()
-    wait_loaded(w)
-    assert w.loaded is not None
-    yield w
-    close_window(w)
 
 
 def test_the_new_knobs_have_their_fields_in_the_form(demo) -> None:
